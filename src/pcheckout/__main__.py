@@ -1,0 +1,3 @@
+from pcheckout.cli import entrypoint
+
+entrypoint()

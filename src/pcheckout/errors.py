@@ -1,0 +1,110 @@
+"""Every failure pcheckout reports to a user is a :class:`PcheckoutError`.
+
+``str(error)`` is the one-line, user-facing sentence; the CLI prints it as
+``pcheckout: error: <sentence>`` and exits 1 (2 for usage errors).  Anything
+that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
+
+    PcheckoutError
+    ├── UsageError              bad command line (exit 2)
+    ├── GitError                a git command failed / git missing or too old
+    │   ├── NotARepositoryError
+    │   ├── UnknownRevisionError
+    │   └── CatFileError        a cat-file worker died, lied or was truncated
+    ├── DestinationError        the working tree is not in a state we may write to
+    │   └── WorktreeNotEmptyError
+    ├── UnsafeTreeError         the tree would write outside the destination or into .git
+    ├── WriteError              the filesystem refused a write (ENOSPC, EROFS, ...)
+    ├── DetectError             the filesystem could not be examined
+    └── Interrupted             SIGINT / SIGTERM (exit 130 / 143)
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+
+def decode(raw: bytes | str) -> str:
+    """Render bytes from git or the filesystem for a human, never failing."""
+    if isinstance(raw, str):
+        return raw
+    return raw.decode("utf-8", "backslashreplace")
+
+
+def quote_path(path: bytes) -> str:
+    """A path for a message: printable, unambiguous (newlines and tabs escaped)."""
+    text = decode(path)
+    if any(c in text for c in "\n\t\r\"") or not text.isprintable():
+        return '"' + text.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
+    return text
+
+
+class PcheckoutError(Exception):
+    """Base class; ``str()`` is the message a user sees."""
+
+    exit_code = 1
+
+
+class UsageError(PcheckoutError):
+    exit_code = 2
+
+
+class GitError(PcheckoutError):
+    """A git command failed; carries the command line and git's stderr tail."""
+
+    def __init__(self, message: str, *, cmd: list[str] | None = None, stderr: bytes = b"") -> None:
+        tail = decode(stderr).strip().splitlines()[-1:] if stderr else []
+        if tail and tail[0] not in message:
+            message = f"{message} ({tail[0].removeprefix('fatal: ')})"
+        super().__init__(message)
+        self.cmd = cmd
+        self.stderr = stderr
+
+
+class NotARepositoryError(GitError):
+    pass
+
+
+class UnknownRevisionError(GitError):
+    pass
+
+
+class CatFileError(GitError):
+    pass
+
+
+class DestinationError(PcheckoutError):
+    pass
+
+
+class WorktreeNotEmptyError(DestinationError):
+    pass
+
+
+class UnsafeTreeError(PcheckoutError):
+    pass
+
+
+class WriteError(PcheckoutError):
+    """A filesystem call failed for a path of the checkout."""
+
+    def __init__(self, path: bytes, exc: OSError) -> None:
+        reason = exc.strerror or os.strerror(exc.errno or 0)
+        name = errno.errorcode.get(exc.errno or 0, "")
+        super().__init__(f"cannot write {quote_path(path)}: {reason}" + (f" ({name})" if name else ""))
+        self.path = path
+        self.errno = exc.errno
+
+
+class DetectError(PcheckoutError):
+    pass
+
+
+class Interrupted(PcheckoutError):
+    def __init__(self, signum: int, hint: str = "") -> None:
+        import signal
+
+        name = signal.Signals(signum).name
+        super().__init__(f"interrupted by {name}" + (f"; {hint}" if hint else ""))
+        self.signum = signum
+        self.exit_code = 128 + signum
