@@ -1,0 +1,309 @@
+"""How many workers a checkout gets, and why.
+
+:func:`choose_workers` is pure: (filesystem, CPUs, entries, bytes, explicit choice, tuned value)
+-> :class:`WorkerPlan`.  Precedence: an explicit choice (``--workers``, ``PCHECKOUT_WORKERS``,
+git config) > a tuned value measured on the same mount > the policy below.
+
+Sources of the numbers ("seed NNN" are the team's research seeds):
+
+* seed 000 -- Jeff King, "index-pack: adjust default threading cap" (git, 2020): CPU-bound
+  work peaks at the physical core count, about half the online CPUs on SMT machines, and
+  nothing improves past 20 threads.
+* seed 001 -- Matheus Tavares, "RFC: auto-enabling parallel-checkout on NFS" (git, 2020):
+  linux-v5.8 checkout on NFS, single-core client.  NFS 3: 1->183.7 s, 8->68.1 s, 16->64.0 s,
+  32->62.3 s, 64->63.7 s.  NFS 4.1: 8->69.4 s, 16->64.8 s, 32->64.1 s.  NFS 4.0 is flat from
+  4 workers (102.7 s) to 64 (103.1 s).  A 251-file repository (bat) was best at 8-16 workers.
+* seed 002 -- Pete Wyckoff on git grep threads (git, 2011): on NFS, 8 threads on 2 cores ran
+  twice as fast as 2 threads, because open() blocks on the server; threads > CPUs pay off.
+* git documentation, checkout.thresholdForParallelism (default 100) and checkout.workers:
+  "Parallel checkout usually delivers better performance for repositories located on SSDs or
+  over NFS. For repositories on spinning disks and/or machines with a small number of cores,
+  the default sequential checkout often performs better."
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from pcheckout.errors import UsageError
+
+if TYPE_CHECKING:
+    from pcheckout.fsdetect import FsInfo
+
+Source = Literal["user", "tuned", "policy"]
+
+#: Hard cap for any source, user choices included.  seed 001 measured up to 64 workers and saw
+#: no gain past 32 on any NFS version (64 was equal or slower); beyond that threads only add
+#: memory, open descriptors and lock contention.  64 leaves headroom over the best measured 32.
+MAX_WORKERS = 64
+
+#: Below this many entries one worker is used: git's checkout.thresholdForParallelism default.
+#: Threads are cheaper to start than git's worker processes, so this is conservative.
+PARALLEL_THRESHOLD = 100
+
+#: CPU-bound cap: seed 000 found no gain past 20 threads on a 40-core/80-thread machine.
+CPU_BOUND_CAP = 20
+
+#: NFS 3, 4.1, 4.2: seed 001, the knee is at 16 (within 3% of the best on linux.git, and the
+#: best on the 251-file repository); 32 was best on linux.git, by 2.6% on NFS 3.
+NFS_WORKERS = 16
+#: ... and for big checkouts, where seed 001's linux.git (~70k entries) still gained 16 -> 32.
+NFS_WORKERS_LARGE = 32
+#: Entry count from which NFS_WORKERS_LARGE is used.  A guess between seed 001's two repositories
+#: (251 and ~70k entries); to be refined by tuning.
+NFS_LARGE_ENTRIES = 20_000
+#: NFS 4.0: seed 001, flat from 4 workers on (102.7 s at 4, 104.9 s at 8, 103.1 s at 64).
+NFS40_WORKERS = 4
+#: NFS of unknown version: 8 gets most of the 3/4.1 win (seed 001: 68-69 s vs 62-64 s best)
+#: and costs 4.0 only ~2% (104.9 s vs 102.7 s).
+NFS_UNKNOWN_WORKERS = 8
+#: SMB/CIFS: latency-bound like NFS (open/create is a round trip, seed 002's argument), but no
+#: measurement yet; a guess, the same middle value as NFS of unknown version.
+SMB_WORKERS = 8
+#: Ceph, Lustre, GPFS, glusterfs, sshfs, 9p ...: latency-bound (seed 002); no measurement; a
+#: guess equal to the NFS knee, as these are built for many clients in flight.
+NETWORK_WORKERS = 16
+#: Local FUSE daemons: many are single-threaded or serialise on one lock, so more writers than
+#: this rarely help.  A guess.
+FUSE_WORKERS = 8
+#: Virtual disks (virtio, xen, nbd, rbd, zfs datasets, loop): on this project's dev VM (virtio
+#: vda, rotational=1 but not a spinning disk) creating a file costs ~0.6 ms and writers in
+#: different directories overlap, so latency, not seeks, dominates.  A guess in the 8-16 range,
+#: to be refined by tuning.
+VIRTUAL_WORKERS = 8
+#: Spinning disks: one writer (git's checkout.workers note: sequential often performs better).
+HDD_WORKERS = 1
+
+#: Fewer entries per worker than this and thread start-up and queue traffic dominate.  A guess;
+#: seed 001's 251-file repository was still best at 8-16 workers (16-31 entries each).
+MIN_ENTRIES_PER_WORKER = 8
+
+#: Adapting the count during a run needs enough entries to measure and still profit.  A guess:
+#: at ~0.6 ms per file (the dev VM), 2000 entries are ~1 s of sequential work.
+ADAPT_MIN_ENTRIES = 2000
+
+_CONFIG_KEY = "pcheckout.workers"
+_GIT_CONFIG_KEY = "checkout.workers"
+_ENV_KEY = "PCHECKOUT_WORKERS"
+
+
+@dataclass(frozen=True)
+class CpuInfo:
+    logical: int
+    physical: int | None
+
+    @classmethod
+    def current(cls) -> CpuInfo:
+        import psutil
+
+        logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1
+        physical = psutil.cpu_count(logical=False)
+        return cls(logical=logical, physical=physical)
+
+    @property
+    def cpu_bound_workers(self) -> int:
+        """seed 000: physical cores (half the logical CPUs if unknown), capped at 20."""
+        cores = self.physical if self.physical else max(1, self.logical // 2)
+        return max(1, min(cores, CPU_BOUND_CAP))
+
+
+@dataclass(frozen=True)
+class Explicit:
+    workers: int
+    where: str  # "--workers", "PCHECKOUT_WORKERS", "git config pcheckout.workers", ...
+
+
+@dataclass(frozen=True)
+class Tuned:
+    workers: int
+    measured_on: str  # ISO date
+    mount_key: str
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    workers: int
+    reason: str  # one line
+    source: Source
+    adapt: bool = False  # the engine may adapt the count during the checkout
+
+
+def _parse_count(value: str, where: str) -> int | None:
+    """``None`` for ``auto``; a positive int otherwise; ``UsageError`` for anything else."""
+    text = value.strip()
+    if text.lower() == "auto":
+        return None
+    try:
+        n = int(text, 10)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise UsageError(
+            f"invalid {where} value {value!r}: expected a positive number of workers or 'auto'"
+        )
+    return n
+
+
+def _config_get(git_config: Mapping[str, str], key: str) -> str | None:
+    # git config names are case-insensitive in section and key (git lists them lower-cased).
+    for k, v in git_config.items():
+        if k.lower() == key:
+            return v
+    return None
+
+
+def explicit_choice(
+    cli_value: str | None, environ: Mapping[str, str], git_config: Mapping[str, str]
+) -> Explicit | None:
+    """The user's explicit worker count, if any, and where it came from.
+
+    Precedence: ``--workers N`` > ``PCHECKOUT_WORKERS`` > git config ``pcheckout.workers`` >
+    git config ``checkout.workers``.  ``auto`` (or no value) at one level defers to the next.
+
+    Decision on ``checkout.workers``: it counts, last.  It is the user's own statement of how
+    parallel checkouts of this repository should be; a user who set it to 1 for a spinning disk
+    means it for us too.  As in git, a value below 1 means the number of logical CPUs.
+    An unusable ``checkout.workers`` is ignored (git's own business), the others raise.
+    """
+    if cli_value is not None:
+        n = _parse_count(cli_value, "--workers")
+        if n is not None:
+            return Explicit(n, "--workers")
+    env = environ.get(_ENV_KEY)
+    if env is not None and env.strip():
+        n = _parse_count(env, _ENV_KEY)
+        if n is not None:
+            return Explicit(n, _ENV_KEY)
+    cfg = _config_get(git_config, _CONFIG_KEY)
+    if cfg is not None and cfg.strip():
+        n = _parse_count(cfg, f"git config {_CONFIG_KEY}")
+        if n is not None:
+            return Explicit(n, f"git config {_CONFIG_KEY}")
+    git_cfg = _config_get(git_config, _GIT_CONFIG_KEY)
+    if git_cfg is not None:
+        try:
+            n = int(git_cfg.strip(), 10)
+        except ValueError:
+            return None
+        if n < 1:
+            return Explicit(os.cpu_count() or 1, f"git config {_GIT_CONFIG_KEY}={n} (all CPUs)")
+        return Explicit(n, f"git config {_GIT_CONFIG_KEY}")
+    return None
+
+
+def _cap(n: int) -> int:
+    return max(1, min(n, MAX_WORKERS))
+
+
+def _policy(fs: FsInfo | None, cpus: CpuInfo, entries: int) -> tuple[int, str]:
+    cpu = cpus.cpu_bound_workers
+    cpu_why = (
+        f"{cpu} = physical cores" if cpus.physical else f"{cpu} = half the {cpus.logical} CPUs"
+    ) + " (seed 000: CPU-bound work peaks there)"
+    if fs is None:
+        return cpu, f"filesystem unknown: {cpu_why}"
+    kind = fs.kind
+    if kind == "overlay":
+        if fs.upper_kind is None or fs.upper_kind == "overlay":
+            return cpu, f"overlay with an unknown upper layer: {cpu_why}"
+        n, why = _by_kind(fs.upper_kind, fs, cpus, entries, cpu, cpu_why)
+        return n, f"overlay, writes go to its upper layer: {why}"
+    return _by_kind(kind, fs, cpus, entries, cpu, cpu_why)
+
+
+def _by_kind(
+    kind: str, fs: FsInfo, cpus: CpuInfo, entries: int, cpu: int, cpu_why: str
+) -> tuple[int, str]:
+    if kind == "nfs":
+        ver = fs.nfs_version
+        if ver == "4.0":
+            return NFS40_WORKERS, (
+                f"NFS 4.0 is latency-bound but plateaus: {NFS40_WORKERS} workers "
+                "(seed 001: no gain past 4 on 4.0)"
+            )
+        if ver in ("2", "3", "4.1", "4.2"):
+            n = NFS_WORKERS_LARGE if entries >= NFS_LARGE_ENTRIES else NFS_WORKERS
+            return n, (
+                f"NFS {ver} is latency-bound: {n} workers keep many opens in flight "
+                "(seed 001: 3 and 4.1 improve to ~16-32)"
+            )
+        return NFS_UNKNOWN_WORKERS, (
+            f"NFS of unknown version: {NFS_UNKNOWN_WORKERS} workers (seed 001: most of the gain "
+            "on 3/4.1, harmless on 4.0)"
+        )
+    if kind == "smb":
+        return SMB_WORKERS, (
+            f"SMB is latency-bound: {SMB_WORKERS} workers (a guess; seed 002: threads beyond "
+            "CPUs pay off when open() waits on a server)"
+        )
+    if kind == "network":
+        return NETWORK_WORKERS, (
+            f"{fs.fstype} is a network filesystem: {NETWORK_WORKERS} workers (a guess after "
+            "seed 001/002: opens wait on servers)"
+        )
+    if kind == "fuse":
+        return FUSE_WORKERS, (
+            f"FUSE ({fs.fstype}): {FUSE_WORKERS} workers (a guess: calls wait on a user-space "
+            "daemon that may not be very parallel)"
+        )
+    if kind == "virtual":
+        return VIRTUAL_WORKERS, (
+            f"virtual disk: {VIRTUAL_WORKERS} workers overlap its per-file latency (a guess; "
+            "its rotational flag is not trusted)"
+        )
+    if kind == "hdd":
+        return HDD_WORKERS, "spinning disk: 1 worker (git docs: sequential often performs better)"
+    if kind == "ssd":
+        return cpu, f"SSD: {cpu_why}"
+    if kind == "tmpfs":
+        return cpu, f"tmpfs is RAM, writing is CPU-bound: {cpu_why}"
+    return cpu, f"storage kind unknown: {cpu_why}"
+
+
+def choose_workers(
+    fs: FsInfo | None,
+    *,
+    cpus: CpuInfo,
+    entries: int,
+    nbytes: int,
+    explicit: Explicit | None = None,
+    tuned: Tuned | None = None,
+    allow_adapt: bool = True,
+) -> WorkerPlan:
+    """The worker plan for writing ``entries`` files (``nbytes`` in total) to ``fs``.
+
+    Pure.  ``nbytes`` does not change the count yet (no measurement says how); it is kept in the
+    signature so a bandwidth-bound rule can be added without changing callers.
+    """
+    del nbytes
+    if explicit is not None:
+        n = _cap(explicit.workers)
+        capped = f" (capped at {MAX_WORKERS})" if explicit.workers > MAX_WORKERS else ""
+        return WorkerPlan(n, f"{explicit.where} asks for {explicit.workers} workers{capped}", "user")
+    if entries < PARALLEL_THRESHOLD:
+        return WorkerPlan(
+            1,
+            f"{entries} entries, fewer than {PARALLEL_THRESHOLD}: 1 worker "
+            "(git checkout.thresholdForParallelism)",
+            "policy",
+        )
+    if tuned is not None and _tuned_applies(fs, tuned):
+        n = _fit(_cap(tuned.workers), entries)
+        return WorkerPlan(n, f"tuned on {tuned.measured_on} for this mount: {n} workers", "tuned")
+    n, why = _policy(fs, cpus, entries)
+    fitted = _fit(_cap(n), entries)
+    if fitted < n:
+        why += f"; {fitted} for {entries} entries (>= {MIN_ENTRIES_PER_WORKER} per worker)"
+    adapt = allow_adapt and fitted > 1 and entries >= ADAPT_MIN_ENTRIES
+    return WorkerPlan(fitted, why, "policy", adapt)
+
+
+def _tuned_applies(fs: FsInfo | None, tuned: Tuned | None) -> bool:
+    return tuned is not None and fs is not None and tuned.mount_key == fs.mount_key
+
+
+def _fit(n: int, entries: int) -> int:
+    return max(1, min(n, entries // MIN_ENTRIES_PER_WORKER))
