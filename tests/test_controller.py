@@ -1,0 +1,245 @@
+"""The adaptive worker controller as a pure unit, driven by simulated throughput curves.
+
+Tolerance used throughout: the count the controller ends on must deliver at least 1/1.15 of the
+best throughput on the curve (issue 5's bound, "auto within 1.15x of the best fixed count"),
+and a simulated checkout with it must take at most 1.15x the time of the best fixed count.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+
+import pytest
+
+from pcheckout.controller import (
+    BYTES_PER_FILE_COST,
+    INTERVAL_S,
+    MIN_SAMPLE_UNITS,
+    Controller,
+)
+
+Curve = Callable[[int], float]
+TOLERANCE = 1.15
+
+
+def latency_bound(knee: int, per_worker: float = 100.0) -> Curve:
+    """Rises linearly (each worker hides one round trip), flat from `knee` on."""
+    return lambda n: per_worker * min(n, knee)
+
+
+def cpu_bound(peak: int = 2, best: float = 25_000.0) -> Curve:
+    """Rises to the core count, then falls (contention): 1/sqrt of the oversubscription."""
+    return lambda n: best * (n / peak if n <= peak else math.sqrt(peak / n))
+
+
+def best_rate(curve: Curve, maximum: int = 64) -> float:
+    return max(curve(n) for n in range(1, maximum + 1))
+
+
+def drive(
+    c: Controller,
+    curve: Curve,
+    intervals: int,
+    *,
+    noise: float = 0.0,
+    rng: random.Random | None = None,
+    as_bytes: bool = False,
+) -> list[int]:
+    """Run `intervals` intervals; return the limit in use during each."""
+    rng = rng or random.Random(0)
+    used = []
+    for _ in range(intervals):
+        used.append(c.limit)
+        rate = curve(c.limit) * (1.0 + rng.uniform(-noise, noise))
+        units = rate * INTERVAL_S
+        if as_bytes:  # a big-file phase: 1 file in 100 units, the rest is bytes
+            files = int(units / 100)
+            c.observe(files, int((units - files) * BYTES_PER_FILE_COST), INTERVAL_S)
+        else:
+            c.observe(int(units), 0, INTERVAL_S)
+    return used
+
+
+def checkout_time(curve: Curve, total: float, pick: Callable[[], int], step: Callable[[float], None],
+                  noise: float, seed: int) -> float:
+    rng = random.Random(seed)
+    done = t = 0.0
+    while True:
+        rate = curve(pick()) * (1.0 + rng.uniform(-noise, noise))
+        if done + rate * INTERVAL_S >= total:
+            return t + (total - done) / rate
+        done += rate * INTERVAL_S
+        t += INTERVAL_S
+        step(rate * INTERVAL_S)
+
+
+def auto_vs_best_fixed(curve: Curve, initial: int, total: float, noise: float, seed: int) -> float:
+    c = Controller(initial)
+    auto = checkout_time(curve, total, lambda: c.limit,
+                         lambda units: c.observe(int(units), 0, INTERVAL_S), noise, seed)
+    fixed = min(
+        checkout_time(curve, total, lambda n=n: n, lambda units: None, noise, seed)
+        for n in range(1, 65)
+    )
+    return auto / fixed
+
+
+SEEDS = range(10)
+NOISES = (0.0, 0.1, 0.2)
+
+
+@pytest.mark.parametrize("initial", [1, 4, 16, 64])
+@pytest.mark.parametrize("noise", NOISES)
+def test_latency_bound_converges_to_the_plateau(initial: int, noise: float) -> None:
+    curve = latency_bound(32)
+    for seed in SEEDS:
+        c = Controller(initial)
+        drive(c, curve, 100, noise=noise, rng=random.Random(seed))
+        assert c.settled, (seed, c.changes)
+        assert curve(c.limit) * TOLERANCE >= best_rate(curve), (seed, c.limit, c.changes)
+
+
+@pytest.mark.parametrize("initial", [1, 2, 4, 8, 16])
+@pytest.mark.parametrize("noise", NOISES)
+def test_cpu_bound_converges_to_the_peak(initial: int, noise: float) -> None:
+    curve = cpu_bound(peak=2)
+    for seed in SEEDS:
+        c = Controller(initial)
+        drive(c, curve, 100, noise=noise, rng=random.Random(seed))
+        assert c.settled, (seed, c.changes)
+        assert curve(c.limit) * TOLERANCE >= best_rate(curve), (seed, c.limit, c.changes)
+        assert c.limit == 2
+
+
+@pytest.mark.parametrize(("noise", "allowed"), [(0.0, {8}), (0.1, {8}), (0.2, {4, 8, 16})])
+def test_flat_curve_keeps_the_guess(noise: float, allowed: set[int]) -> None:
+    """Nothing pays on a flat curve, so nothing moves far: at +-20% noise a lucky sample may
+    take one step (harmless on a flat curve), never a walk towards either end."""
+    for seed in SEEDS:
+        c = Controller(8)
+        drive(c, lambda n: 20_000.0, 200, noise=noise, rng=random.Random(seed))
+        assert c.settled
+        assert c.limit in allowed, (seed, c.changes)
+
+
+@pytest.mark.parametrize(
+    ("curve", "initial", "total"),
+    [
+        # 2 ms-latency filesystem, 40k files: ~13 s at the best count (issue 5's "tens of seconds").
+        (latency_bound(32, per_worker=100.0), 8, 40_000),
+        (latency_bound(32, per_worker=100.0), 16, 40_000),
+        # 0.5 ms latency: 4x faster per worker.
+        (latency_bound(32, per_worker=400.0), 16, 40_000),
+        # tmpfs-like, 40k files in ~1.6 s, policy guess = cores.
+        (cpu_bound(peak=2), 2, 40_000),
+        (lambda n: 25_000.0, 2, 40_000),
+    ],
+)
+def test_simulated_checkout_within_bound_of_best_fixed(curve: Curve, initial: int, total: float) -> None:
+    for seed in SEEDS:
+        for noise in NOISES:
+            assert auto_vs_best_fixed(curve, initial, total, noise, seed) <= TOLERANCE
+
+
+@pytest.mark.parametrize("curve", [latency_bound(32), cpu_bound(2), lambda n: 1000.0])
+def test_no_wild_oscillation_after_settling(curve: Curve) -> None:
+    for seed in SEEDS:
+        c = Controller(8)
+        rng = random.Random(seed)
+        drive(c, curve, 60, noise=0.2, rng=rng)
+        assert c.settled
+        settled_limit = c.limit
+        before = len(c.changes)
+        used = drive(c, curve, 1000, noise=0.2, rng=rng)
+        # Stationary noise never re-opens probing: not one change in 1000 intervals.
+        assert len(c.changes) == before
+        assert set(used) == {settled_limit}
+
+
+def direction_changes(used: list[int]) -> int:
+    steps = [b - a for a, b in zip(used, used[1:]) if b != a]
+    return sum(1 for a, b in zip(steps, steps[1:]) if (a > 0) != (b > 0))
+
+
+def test_probing_is_monotone_then_at_most_one_reversal() -> None:
+    """Per episode: up while it pays, at most one step back, then down while that pays."""
+    for seed in SEEDS:
+        c = Controller(4)
+        used = drive(c, latency_bound(32), 100, noise=0.2, rng=random.Random(seed))
+        # limit path like 4 8 16 32 64 32: every probe that is rejected returns once.
+        assert direction_changes(used) <= 3, used
+
+
+def test_big_file_phase_is_not_mistaken_for_a_slowdown() -> None:
+    """Same cost-normalised work rate, delivered as bytes instead of files: nothing changes."""
+    curve = latency_bound(16)
+    c = Controller(4)
+    drive(c, curve, 60, noise=0.1)
+    assert c.settled
+    before = (c.limit, len(c.changes))
+    drive(c, curve, 200, noise=0.1, as_bytes=True)
+    assert (c.limit, len(c.changes)) == before
+
+
+def test_a_real_change_of_the_curve_is_followed() -> None:
+    """The optimum moves from 2 (CPU-bound) to 32 (latency-bound): a re-probe finds it."""
+    c = Controller(2)
+    drive(c, cpu_bound(2), 60, noise=0.1)
+    assert c.settled and c.limit == 2
+    drive(c, latency_bound(32, per_worker=200.0), 200, noise=0.1)
+    assert c.settled
+    assert c.limit >= 32
+    assert "re-probe" in c.summary()
+
+
+def test_reprobes_back_off() -> None:
+    """A workload alternating between two regimes cannot make it probe every few intervals."""
+    c = Controller(2)
+    rng = random.Random(1)
+    for _ in range(20):
+        drive(c, cpu_bound(2), 20, noise=0.1, rng=rng)
+        drive(c, lambda n: cpu_bound(2)(n) * 3, 20, noise=0.1, rng=rng)
+    # 800 intervals, 40 regime switches; the re-probe gap doubles each time.
+    assert c.summary().count("re-probe") == 1
+    assert len(c.changes) <= 40
+
+
+def test_slow_intervals_are_pooled_into_one_sample() -> None:
+    c = Controller(4)
+    per_interval = 3  # a slow filesystem: 3 files per interval
+    n = math.ceil(MIN_SAMPLE_UNITS / per_interval)
+    for _ in range(2 * n - 1):  # BASELINE_SAMPLES == 2 samples at the initial count
+        assert c.observe(per_interval, 0, INTERVAL_S) == 4
+    assert c.observe(per_interval, 0, INTERVAL_S) == 8  # baseline complete: probe up
+
+
+def test_empty_intervals_carry_no_information() -> None:
+    c = Controller(4)
+    for _ in range(50):
+        assert c.observe(0, 0, INTERVAL_S) == 4
+        assert c.observe(10, 0, 0.0) == 4
+    assert not c.settled
+    assert c.elapsed == pytest.approx(50 * INTERVAL_S)
+
+
+def test_bounds() -> None:
+    assert Controller(100, maximum=64).limit == 64
+    assert Controller(0).limit == 1
+    c = Controller(8, minimum=8, maximum=8)
+    drive(c, latency_bound(32), 20)
+    assert c.limit == 8 and c.settled
+    with pytest.raises(ValueError):
+        Controller(4, minimum=0)
+    with pytest.raises(ValueError):
+        Controller(4, minimum=8, maximum=4)
+
+
+def test_summary() -> None:
+    c = Controller(4)
+    assert "still probing" in c.summary()
+    drive(c, latency_bound(32), 100)
+    text = c.summary()
+    assert text.startswith("adapted 4 -> ")
+    assert "settled after" in text and text.endswith(" s")
