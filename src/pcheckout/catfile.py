@@ -1,0 +1,215 @@
+"""A long-lived ``git cat-file --batch`` process, spoken to byte-exactly.
+
+Protocol (git-cat-file(1), BATCH OUTPUT): for each request line git answers
+``<oid> SP <type> SP <size> LF <contents> LF`` or ``<object> SP missing LF``.
+With ``--filters`` a request is ``<oid> SP <path>`` and the contents are what
+``git checkout`` would write for that path (eol, ident, smudge filters).
+
+The caller pipelines: it may send many requests before reading answers.  It
+must keep the unread request bytes below one pipe page (``REQUEST_WINDOW``) so
+that a write to git's stdin can never block while git itself is blocked
+writing answers we have not read yet (the classic two-pipe deadlock).
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import subprocess
+import tempfile
+from collections.abc import Callable, Sequence
+
+from .errors import CatFileError, decode
+from .git import Git
+
+#: Unread request bytes allowed in git's stdin pipe.  4096 is the smallest pipe
+#: capacity Linux ever gives (one page, when pipe-user-pages-soft is exceeded);
+#: ~100 sha1 requests, enough to keep git busy while we write files.
+REQUEST_WINDOW = 4096
+#: Read buffer for git's stdout and the chunk size for streaming large blobs:
+#: a 1 GiB blob passes through in 256 KiB pieces (bounded memory).
+READ_BUFFER = 256 * 1024
+#: Blobs up to this size are read in one call and written with one write().
+SMALL_BLOB = 1024 * 1024
+
+#: Seam for tests: build the process from git's argv (a stand-in may ignore it).
+Spawn = Callable[[Sequence[str]], "subprocess.Popen[bytes]"]
+
+
+class State(enum.Enum):
+    OPEN = 1
+    CLOSED = 2  # we closed it
+    BROKEN = 3  # it died, lied or was cut short
+
+
+class CatFile:
+    """One ``git cat-file --batch`` child; belongs to exactly one worker thread."""
+
+    def __init__(
+        self,
+        git: Git,
+        *,
+        filters: bool = False,
+        nul: bool = False,
+        attr_source: str | None = None,
+        spawn: Spawn | None = None,
+        name: str = "cat-file",
+    ) -> None:
+        self.name = name
+        self.filters = filters
+        self.nul = nul
+        args: list[str] = []
+        if attr_source is not None:
+            args.append(f"--attr-source={attr_source}")
+        args += ["cat-file", "--batch"]
+        if filters:
+            args.append("--filters")
+        if nul:
+            args.append("-z")
+        self._stderr = tempfile.TemporaryFile(prefix="pcheckout-catfile-")
+        self.last_request = b""
+        popen_kw = dict(
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            bufsize=READ_BUFFER,
+            close_fds=True,
+        )
+        try:
+            if spawn is None:
+                self.proc = git.popen(args, **popen_kw)
+            else:
+                self.proc = spawn(git.argv(args))
+        except OSError as exc:
+            self._stderr.close()
+            raise CatFileError(f"cannot start git cat-file: {exc}") from None
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._in = self.proc.stdin
+        self._out = self.proc.stdout
+        self.state = State.OPEN
+
+    # -- requests -------------------------------------------------------------
+    def request_line(self, oid: str, path: bytes | None = None) -> bytes:
+        term = b"\0" if self.nul else b"\n"
+        if self.filters:
+            assert path is not None
+            return oid.encode("ascii") + b" " + path + term
+        return oid.encode("ascii") + term
+
+    def send(self, data: bytes) -> None:
+        self._check_open()
+        try:
+            self._in.write(data)
+            self._in.flush()
+        except (BrokenPipeError, ValueError, OSError) as exc:
+            self._broken(f"stopped reading requests ({exc.__class__.__name__})")
+
+    # -- answers --------------------------------------------------------------
+    def read_header(self, oid: str) -> tuple[bytes, int]:
+        """The answer's (type, size) for a request of ``oid``."""
+        self._check_open()
+        line = self._out.readline()
+        if not line:
+            self._broken("exited before answering")
+        if not line.endswith(b"\n"):
+            self._broken("sent a truncated header")
+        parts = line[:-1].split(b" ")
+        if len(parts) == 2 and parts[1] == b"missing":
+            self._broken(f"says object {oid} is missing", dead=False)
+        if len(parts) != 3 or parts[0] != oid.encode("ascii") or not parts[2].isdigit():
+            self._broken(f"answered {decode(line[:120]).strip()!r} to a request for {oid}")
+        return parts[1], int(parts[2])
+
+    def read_small(self, size: int) -> bytes:
+        data = self._out.read(size + 1)
+        if len(data) != size + 1 or data[-1] != 10:
+            self._broken(f"cut an answer short ({max(len(data) - 1, 0)} of {size} bytes)")
+        return data[:-1]
+
+    def stream_to(self, size: int, sink: Callable[[bytes], None]) -> None:
+        """Pass ``size`` bytes of contents to ``sink`` in bounded pieces."""
+        remaining = size
+        read = self._out.read
+        while remaining:
+            chunk = read(min(remaining, READ_BUFFER))
+            if not chunk:
+                self._broken(f"cut an answer short ({size - remaining} of {size} bytes)")
+            sink(chunk)
+            remaining -= len(chunk)
+        if read(1) != b"\n":
+            self._broken("sent an answer without its trailing newline")
+
+    def skip(self, size: int) -> None:
+        self.stream_to(size, lambda _chunk: None)
+
+    # -- lifecycle ------------------------------------------------------------
+    def close(self, timeout: float = 5.0) -> None:
+        """Close stdin, reap the child, check its exit status."""
+        if self.state is not State.OPEN:
+            self.kill()
+            return
+        self.state = State.CLOSED
+        try:
+            self._in.close()
+        except OSError:
+            pass
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return
+        finally:
+            self._out.close()
+        err = self.stderr_tail()
+        self._stderr.close()
+        if code != 0:
+            raise CatFileError(f"git cat-file exited with status {code}", stderr=err)
+
+    def kill(self) -> None:
+        """Stop the child now (any state) and reap it."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - unkillable child
+            pass
+        for stream in (self._in, self._out):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        if self.state is State.OPEN:
+            self.state = State.CLOSED
+        if not self._stderr.closed:
+            self._stderr.close()
+
+    def stderr_tail(self, limit: int = 2000) -> bytes:
+        if self._stderr.closed:
+            return b""
+        try:
+            self._stderr.flush()
+            size = os.fstat(self._stderr.fileno()).st_size
+            self._stderr.seek(max(0, size - limit))
+            return self._stderr.read()
+        except OSError:
+            return b""
+
+    def _check_open(self) -> None:
+        if self.state is State.CLOSED:
+            raise CatFileError(f"{self.name}: used after it was closed")
+        if self.state is State.BROKEN:
+            raise CatFileError(f"{self.name}: used after it broke")
+
+    def _broken(self, what: str, *, dead: bool = True) -> None:
+        self.state = State.BROKEN
+        if dead:
+            try:
+                self.proc.wait(0.2)
+            except subprocess.TimeoutExpired:
+                pass
+        err = self.stderr_tail()
+        req = decode(self.last_request).strip()
+        raise CatFileError(f"{self.name} {what} (last request: {req})", stderr=err)

@@ -1,0 +1,573 @@
+"""The core: check a commit out into a working tree, or export a tree.
+
+``checkout(opts, ui)`` takes typed options and a reporter; it never reads
+``sys.argv`` or prints.  Order of work for a fresh checkout:
+
+1. discover the repository, read config, resolve REV, list the tree (one git call);
+2. refuse unsafe trees and occupied destinations before writing anything;
+3. detect the filesystem and plan the worker count (``--dry-run`` stops here);
+4. write ``.gitattributes`` first when conversion is on (git reads them);
+5. write every entry in parallel (``engine.Engine``);
+6. write the index from the stat data the workers collected (lock + rename);
+7. move HEAD as ``git checkout REV`` would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat as stat_mod
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from . import attributes, policy
+from .catfile import Spawn
+from .engine import Engine, EngineOptions, Outcome
+from .errors import (
+    DestinationError,
+    GitError,
+    Interrupted,
+    PcheckoutError,
+    UnknownRevisionError,
+    WorktreeNotEmptyError,
+    quote_path,
+)
+from .git import (
+    GIT_ATTR_SOURCE,
+    GIT_CATFILE_Z,
+    Git,
+    Repo,
+    config_bool,
+    discover,
+    is_local_branch,
+    read_config,
+    resolve,
+)
+from .tree import MODE_GITLINK, MODE_SYMLINK, Entry, list_tree
+
+#: Marker left in the git dir while a checkout is writing; a re-run that finds
+#: it resumes (verifies what is there, writes the rest) instead of refusing.
+IN_PROGRESS = "pcheckout-in-progress"
+#: How many conflicting paths an error names.
+SHOW_PATHS = 5
+
+
+class Reporter(Protocol):
+    def debug(self, message: str) -> None: ...
+    def start(self, files: int, nbytes: int, workers: int) -> None: ...
+    def update(self, files: int, nbytes: int) -> None: ...
+    def finish(self) -> None: ...
+
+
+class NullReporter:
+    def debug(self, message: str) -> None:
+        pass
+
+    def start(self, files: int, nbytes: int, workers: int) -> None:
+        pass
+
+    def update(self, files: int, nbytes: int) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class CheckoutOptions:
+    directory: Path
+    rev: str = "HEAD"
+    workers: str | None = None  # "--workers" as given: None/"auto" or a number
+    dry_run: bool = False
+    force: bool = False
+    adapt: bool = True
+    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    spawn: Spawn | None = None  # test seam: a stand-in cat-file process
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    repository: Path
+    rev: str
+    destination: Path
+    workers: str | None = None
+    dry_run: bool = False
+    adapt: bool = True
+    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    spawn: Spawn | None = None
+
+
+@dataclass
+class Result:
+    mode: str  # "checkout" | "export" | "switch" | "resume"
+    files: int
+    bytes: int
+    workers: policy.WorkerPlan
+    filesystem: object  # fsdetect.FsInfo
+    seconds: float = 0.0
+    written: int = 0
+    kept: int = 0
+    deleted: int = 0
+    dry_run: bool = False
+    adapt_summary: str | None = None
+    head: str | None = None
+    conversion: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        fs = self.filesystem
+        return {
+            "mode": self.mode,
+            "filesystem": fs.to_json() if hasattr(fs, "to_json") else None,
+            "files": self.files,
+            "bytes": self.bytes,
+            "workers": self.workers.workers,
+            "reason": self.workers.reason,
+            "source": self.workers.source,
+            "adapt": self.workers.adapt,
+            "dry_run": self.dry_run,
+            "seconds": round(self.seconds, 4),
+            "written": self.written,
+            "kept": self.kept,
+            "deleted": self.deleted,
+            "adapt_summary": self.adapt_summary,
+            "conversion": self.conversion,
+        }
+
+
+# --------------------------------------------------------------------------
+def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
+    ui = ui or NullReporter()
+    git = Git(opts.directory, debug=ui.debug)
+    repo = discover(git)
+    if repo.work_tree is None:
+        raise DestinationError(
+            f"{opts.directory} is a bare repository; use 'pcheckout export' to write a tree"
+        )
+    config = read_config(git)
+    commit, branch = _resolve_target(git, opts.rev)
+    tree = resolve(git, commit, "tree")
+    entries = list_tree(git, tree)
+    _check_safe(entries, config)
+
+    from . import switch  # incremental switch lives in its own module
+
+    root = repo.work_tree
+    marker = repo.git_dir / IN_PROGRESS
+    occupied = _occupants(root)
+    if occupied and not marker.exists():
+        if repo.index_path.exists():
+            return switch.switch(git, repo, config, opts, commit, branch, entries, ui)
+        raise WorktreeNotEmptyError(
+            f"working tree {root} is not empty and has no index: "
+            + ", ".join(quote_path(p) for p in occupied[:SHOW_PATHS])
+            + (" ..." if len(occupied) > SHOW_PATHS else "")
+        )
+    resume = bool(occupied) and marker.exists()
+    fs, plan = plan_workers(git, config, root, entries, opts.workers, opts.environ, opts.adapt)
+    conversion = attributes.conversion_reasons(entries, config, repo.common_dir)
+    result = Result(
+        "resume" if resume else "checkout",
+        len(entries),
+        sum(max(e.size, 0) for e in entries),
+        plan,
+        fs,
+        dry_run=opts.dry_run,
+        conversion=conversion,
+    )
+    if opts.dry_run:
+        return result
+    marker.write_text(commit + "\n")
+    t0 = time.monotonic()
+    outcome = write_tree(
+        git, config, repo, tree, entries, root, plan, ui,
+        conversion=bool(conversion), verify_existing=resume, spawn=opts.spawn,
+    )
+    write_index(repo, config, entries, outcome)
+    head = update_head(git, opts.rev, commit, branch)
+    marker.unlink(missing_ok=True)
+    result.seconds = time.monotonic() - t0
+    result.written = outcome.files - getattr(outcome, "kept", 0)
+    result.kept = getattr(outcome, "kept", 0)
+    result.adapt_summary = getattr(outcome, "adapt_summary", None)
+    result.head = head
+    return result
+
+
+def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
+    """The tree alone into ``destination``: no .git, no index (like archive | tar -x)."""
+    ui = ui or NullReporter()
+    git = Git(opts.repository, debug=ui.debug)
+    repo = discover(git)
+    config = read_config(git)
+    tree = resolve(git, opts.rev, "tree")
+    entries = list_tree(git, tree)
+    _check_safe(entries, config)
+    dest = Path(os.path.abspath(opts.destination))
+    if dest.exists():
+        if not dest.is_dir():
+            raise DestinationError(f"destination {dest} exists and is not a directory")
+        occupied = _occupants(dest, ignore_git=False)
+        if occupied:
+            raise WorktreeNotEmptyError(
+                f"destination {dest} is not empty: "
+                + ", ".join(quote_path(p) for p in occupied[:SHOW_PATHS])
+                + (" ..." if len(occupied) > SHOW_PATHS else "")
+            )
+    fs, plan = plan_workers(git, config, dest, entries, opts.workers, opts.environ, opts.adapt)
+    conversion = attributes.conversion_reasons(entries, config, repo.common_dir)
+    result = Result(
+        "export", len(entries), sum(max(e.size, 0) for e in entries), plan, fs,
+        dry_run=opts.dry_run, conversion=conversion,
+    )
+    if opts.dry_run:
+        return result
+    dest.mkdir(parents=True, exist_ok=True)
+    # Attributes are looked up in the work tree: point git at the destination.
+    git_w = Git(
+        opts.repository,
+        debug=ui.debug,
+        env={**opts.environ, "GIT_DIR": str(repo.git_dir), "GIT_WORK_TREE": str(dest)},
+        version=git.version,
+    )
+    t0 = time.monotonic()
+    outcome = write_tree(
+        git_w, config, repo, tree, entries, dest, plan, ui,
+        conversion=bool(conversion), verify_existing=False, spawn=opts.spawn,
+    )
+    result.seconds = time.monotonic() - t0
+    result.written = outcome.files
+    result.adapt_summary = getattr(outcome, "adapt_summary", None)
+    return result
+
+
+# --------------------------------------------------------------------------
+def _resolve_target(git: Git, rev: str) -> tuple[str, str | None]:
+    """(commit oid, local branch name or None) for ``rev``, as git checkout reads it."""
+    try:
+        commit = resolve(git, rev, "commit")
+    except UnknownRevisionError:
+        remote = _unique_remote_branch(git, rev)
+        if remote is None:
+            raise
+        return resolve(git, remote, "commit"), rev
+    branch = rev if is_local_branch(git, rev) else None
+    return commit, branch
+
+
+def _unique_remote_branch(git: Git, name: str) -> str | None:
+    """git checkout's --guess: ``name`` matches exactly one remote-tracking branch."""
+    if not name or name.startswith("-"):
+        return None
+    out = git.out("for-each-ref", "--format=%(refname)", "refs/remotes/")
+    matches = [
+        r for r in out.decode("utf-8", "replace").splitlines()
+        if r.count("/") >= 3 and r.split("/", 3)[3] == name
+    ]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _check_safe(entries: list[Entry], config: dict[str, str]) -> None:
+    from . import pathsafety
+
+    ntfs, hfs = pathsafety.protections_from_config(config.get)
+    pathsafety.check_tree(((e.path, e.mode) for e in entries), protect_ntfs=ntfs, protect_hfs=hfs)
+
+
+def _occupants(root: Path, *, ignore_git: bool = True) -> list[bytes]:
+    """What is in ``root`` besides .git (sorted, a few are enough to name)."""
+    try:
+        with os.scandir(os.fsencode(root)) as it:
+            names = sorted(e.name for e in it if not (ignore_git and e.name == b".git"))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise DestinationError(f"cannot read {root}: {exc.strerror}") from None
+    return names
+
+
+def plan_workers(
+    git: Git,
+    config: dict[str, str],
+    root: Path,
+    entries: list[Entry],
+    workers: str | None,
+    environ: dict[str, str],
+    adapt: bool,
+) -> tuple[object, policy.WorkerPlan]:
+    from . import fsdetect
+
+    explicit = policy.explicit_choice(workers, environ, config)
+    fs = fsdetect.detect(str(root))
+    tuned = None
+    if explicit is None:
+        try:
+            from . import tune
+
+            tuned = tune.lookup(fs)
+        except (ImportError, PcheckoutError, OSError, ValueError):
+            tuned = None
+    plan = policy.choose_workers(
+        fs,
+        cpus=policy.CpuInfo.current(),
+        entries=len(entries),
+        nbytes=sum(max(e.size, 0) for e in entries),
+        explicit=explicit,
+        tuned=tuned,
+        allow_adapt=adapt,
+    )
+    return fs, plan
+
+
+def write_tree(
+    git: Git,
+    config: dict[str, str],
+    repo: Repo,
+    tree: str,
+    entries: list[Entry],
+    root: Path,
+    plan: policy.WorkerPlan,
+    ui: Reporter,
+    *,
+    conversion: bool,
+    verify_existing: bool,
+    spawn: Spawn | None,
+    skip: list[bool] | None = None,
+    overwrite: bool = False,
+) -> Outcome:
+    """Write ``entries`` under ``root`` in parallel; return per-entry stat data."""
+    root_b = os.fsencode(root)
+    symlinks = config_bool(config.get("core.symlinks"), True)
+    kept = 0
+    if skip is None:
+        skip = [False] * len(entries)
+    pre_stats: dict[int, os.stat_result] = {}
+    if verify_existing:
+        kept = _keep_verified(root_b, entries, skip, pre_stats, repo, conversion)
+        overwrite = True
+    if conversion:
+        _write_attributes_first(git, repo, tree, entries, root_b, skip, pre_stats, spawn, ui)
+
+    adapt = None
+    max_threads = plan.workers
+    if plan.adapt:
+        from . import controller as ctl
+
+        adapt = ctl.Controller(plan.workers, minimum=1, maximum=policy.MAX_WORKERS)
+        max_threads = policy.MAX_WORKERS
+    opts = EngineOptions(
+        root=root_b,
+        workers=max_threads,
+        initial_limit=plan.workers,
+        filters=conversion,
+        nul_requests=conversion and git.has(GIT_CATFILE_Z),
+        attr_source=tree if conversion and git.has(GIT_ATTR_SOURCE) else None,
+        symlinks=symlinks,
+        overwrite=overwrite,
+    )
+    engine = Engine(git, entries, opts, spawn=spawn, skip=skip)
+    remaining = [i for i, s in enumerate(skip) if not s]
+    ui.start(len(remaining), sum(max(entries[i].size, 0) for i in remaining), plan.workers)
+    last = [time.monotonic(), 0, 0]
+
+    def tick(eng: Engine) -> None:
+        files, nbytes = eng.progress()
+        ui.update(files, nbytes)
+        if adapt is not None:
+            now = time.monotonic()
+            if now - last[0] >= adapt_interval:
+                eng.set_limit(adapt.observe(files - last[1], nbytes - last[2], now - last[0]))
+                last[:] = [now, files, nbytes]
+
+    adapt_interval = 0.1
+    if adapt is not None:
+        from . import controller as ctl
+
+        adapt_interval = ctl.INTERVAL_S
+    try:
+        outcome = engine.run(tick=tick, interval=min(0.1, adapt_interval))
+    except KeyboardInterrupt:
+        raise Interrupted(2, "run 'pcheckout checkout' again to finish") from None
+    finally:
+        ui.finish()
+    for i, st in pre_stats.items():
+        outcome.stats[i] = st
+    outcome.files += len(pre_stats)
+    outcome.kept = kept  # type: ignore[attr-defined]
+    outcome.adapt_summary = adapt.summary() if adapt is not None else None  # type: ignore[attr-defined]
+    return outcome
+
+
+def _write_attributes_first(
+    git: Git,
+    repo: Repo,
+    tree: str,
+    entries: list[Entry],
+    root_b: bytes,
+    skip: list[bool],
+    pre_stats: dict[int, os.stat_result],
+    spawn: Spawn | None,
+    ui: Reporter,
+) -> None:
+    """.gitattributes go first: cat-file --filters reads them from the work tree.
+
+    Each is written raw, then rewritten through the filters (``* text eol=crlf``
+    converts .gitattributes itself) before any worker starts, so no worker can
+    read a half-written attributes file.
+    """
+    from .catfile import CatFile
+
+    todo = [i for i, e in enumerate(entries) if not skip[i] and attributes.is_gitattributes(e.path)
+            and e.mode not in (MODE_SYMLINK, MODE_GITLINK)]
+    if not todo:
+        return
+    plain = CatFile(git, spawn=spawn, name="cat-file (attributes)")
+    try:
+        raw: dict[int, bytes] = {}
+        for i in todo:
+            e = entries[i]
+            plain.last_request = plain.request_line(e.oid)
+            plain.send(plain.last_request)
+            _kind, size = plain.read_header(e.oid)
+            raw[i] = plain.read_small(size)
+    finally:
+        plain.close()
+    for i in todo:
+        path = root_b + b"/" + entries[i].path
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _replace_file(path, raw[i], entries[i].mode)
+    filt = CatFile(git, filters=True, nul=git.has(GIT_CATFILE_Z),
+                   attr_source=tree if git.has(GIT_ATTR_SOURCE) else None,
+                   spawn=spawn, name="cat-file (attributes)")
+    try:
+        for i in todo:
+            e = entries[i]
+            if b"\n" in e.path and not filt.nul:
+                data = git.out("cat-file", "--filters", f"--path={os.fsdecode(e.path)}", e.oid)
+            else:
+                filt.last_request = filt.request_line(e.oid, e.path)
+                filt.send(filt.last_request)
+                _kind, size = filt.read_header(e.oid)
+                data = filt.read_small(size)
+            path = root_b + b"/" + e.path
+            if data != raw[i]:
+                _replace_file(path, data, e.mode)
+            pre_stats[i] = os.lstat(path)
+            skip[i] = True
+    finally:
+        filt.close()
+
+
+def _replace_file(path: bytes, data: bytes, mode: int) -> None:
+    tmp = path + b".pcheckout-tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+                 0o777 if mode == 0o100755 else 0o666)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _blob_oid(data: bytes, hash_name: str) -> str:
+    h = hashlib.new(hash_name)
+    h.update(b"blob %d\0" % len(data))
+    h.update(data)
+    return h.hexdigest()
+
+
+def _keep_verified(
+    root_b: bytes,
+    entries: list[Entry],
+    skip: list[bool],
+    pre_stats: dict[int, os.stat_result],
+    repo: Repo,
+    conversion: bool,
+) -> int:
+    """Resume: keep entries already written correctly (content hashes to the blob)."""
+    kept = 0
+    for i, e in enumerate(entries):
+        if skip[i]:
+            continue
+        path = root_b + b"/" + e.path
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        ok = False
+        if e.mode == MODE_SYMLINK and stat_mod.S_ISLNK(st.st_mode):
+            ok = _blob_oid(os.readlink(path), repo.object_format) == e.oid
+        elif e.mode == MODE_GITLINK:
+            ok = stat_mod.S_ISDIR(st.st_mode)
+        elif stat_mod.S_ISREG(st.st_mode) and not conversion and st.st_size == e.size:
+            want_x = e.mode == 0o100755
+            if bool(st.st_mode & 0o100) == want_x:
+                with open(path, "rb") as f:
+                    ok = _blob_oid(f.read(), repo.object_format) == e.oid
+        if ok:
+            pre_stats[i] = st
+            skip[i] = True
+            kept += 1
+    return kept
+
+
+def write_index(repo: Repo, config: dict[str, str], entries: list[Entry], outcome: Outcome) -> None:
+    from . import index as ix
+
+    version = _index_version(config)
+    items = []
+    for e, st in zip(entries, outcome.stats):
+        if st is None:
+            raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
+        items.append(ix.IndexEntry.from_stat(e.path, e.mode, bytes.fromhex(e.oid), st))
+    items.sort(key=ix.sort_key)
+    ix.write_index(
+        repo.index_path,
+        items,
+        version=version,
+        hash_name=repo.object_format,
+        skip_hash=config_bool(config.get("index.skiphash"),
+                              config_bool(config.get("feature.manyfiles"), False)),
+    )
+
+
+def _index_version(config: dict[str, str]) -> int:
+    env = os.environ.get("GIT_INDEX_VERSION")
+    value = env or config.get("index.version")
+    if value is None and config_bool(config.get("feature.manyfiles"), False):
+        value = "4"
+    try:
+        v = int(value) if value else 2
+    except ValueError:
+        v = 2
+    return v if v in (2, 3, 4) else 2
+
+
+def update_head(git: Git, rev: str, commit: str, branch: str | None) -> str:
+    """Point HEAD where ``git checkout REV`` would; return a description."""
+    old = git.run("symbolic-ref", "--quiet", "--short", "HEAD", ok_codes=(0, 1, 128)).stdout.strip()
+    old_name = old.decode("utf-8", "replace") if old else _short(git, "HEAD")
+    if rev == "HEAD":
+        return old_name or commit
+    if branch is not None:
+        ref = f"refs/heads/{branch}"
+        if not is_local_branch(git, branch):
+            remote = _unique_remote_branch(git, branch)
+            if remote is None:  # pragma: no cover - resolved earlier
+                raise GitError(f"branch {branch} disappeared")
+            git.run("branch", "--track", branch, remote.removeprefix("refs/remotes/"))
+        git.run("symbolic-ref", "-m", f"checkout: moving from {old_name} to {branch}", "HEAD", ref)
+        return branch
+    git.run("update-ref", "--no-deref", "-m", f"checkout: moving from {old_name} to {rev}",
+            "HEAD", commit)
+    return f"detached at {rev}"
+
+
+def _short(git: Git, rev: str) -> str:
+    proc = git.run("rev-parse", "--verify", "--quiet", "--short", rev, ok_codes=(0, 1, 128))
+    return proc.stdout.decode().strip()
+
+
+RunHook = Callable[[Engine], None]

@@ -1,0 +1,330 @@
+"""Command line: parse, set up output, call the core, map errors to exit codes.
+
+Colour, TTY detection and progress bars live here only; the core
+(``checkout.py``, ``fsdetect.py``, ``tune.py``) takes typed options and
+never prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from . import __version__
+from .errors import Interrupted, PcheckoutError, UsageError
+
+PROG = "pcheckout"
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+class _ArgParser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-q", "--quiet", action="store_true", help="no progress, no summary")
+    common.add_argument("--debug", action="store_true",
+                        help="print each git command run, and a traceback on errors")
+
+    p = _ArgParser(prog=PROG, description="Filesystem-aware parallel checkout for git.",
+                   parents=[common])
+    p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgParser)
+
+    workers_help = ("worker count: a number, or 'auto' (default: detect the filesystem, "
+                    "use a tuned value or the policy, and adapt while writing)")
+    c = sub.add_parser("checkout", parents=[common], help="write a commit's tree and index",
+                       description="Write every file of REV into the working tree, in "
+                       "parallel, then the index; HEAD ends where 'git checkout REV' puts it.")
+    c.add_argument("rev", nargs="?", default="HEAD", metavar="REV", help="default: HEAD")
+    c.add_argument("-C", dest="directory", default=".", metavar="DIR",
+                   help="run as if started in DIR (like git -C)")
+    c.add_argument("-j", "--workers", metavar="N|auto", help=workers_help)
+    c.add_argument("--no-adapt", action="store_true",
+                   help="keep the planned worker count for the whole checkout")
+    c.add_argument("-n", "--dry-run", action="store_true",
+                   help="write nothing; report the filesystem, the work and the plan")
+    c.add_argument("--json", action="store_true", help="machine-readable report on stdout")
+    c.add_argument("-f", "--force", action="store_true",
+                   help="discard local changes to tracked files (untracked files are never removed)")
+
+    e = sub.add_parser("export", parents=[common], help="write a tree alone (no .git, no index)",
+                       description="Write REV's tree into DEST, like 'git archive REV | tar -x'.")
+    e.add_argument("rev", metavar="REV")
+    e.add_argument("destination", metavar="DEST")
+    e.add_argument("-C", dest="directory", default=".", metavar="REPO",
+                   help="the repository (default: current directory)")
+    e.add_argument("-j", "--workers", metavar="N|auto", help=workers_help)
+    e.add_argument("--no-adapt", action="store_true", help="keep the planned worker count")
+    e.add_argument("-n", "--dry-run", action="store_true", help="write nothing; report the plan")
+    e.add_argument("--json", action="store_true", help="machine-readable report on stdout")
+
+    d = sub.add_parser("detect", parents=[common], help="which filesystem holds PATH, and "
+                       "what that means for parallel writes")
+    d.add_argument("path", nargs="?", default=".", metavar="PATH")
+    d.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    d.add_argument("--mountinfo", metavar="FILE",
+                   help="classify from a mount table captured elsewhere (a mountinfo file)")
+
+    t = sub.add_parser("tune", parents=[common], help="measure the best worker count for "
+                       "the filesystem holding PATH and remember it")
+    t.add_argument("path", nargs="?", default=".", metavar="PATH")
+    t.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    t.add_argument("--forget", action="store_true", help="drop the stored result for this mount")
+    t.add_argument("--max-workers", type=int, default=64, metavar="N")
+    t.add_argument("--files", type=int, metavar="N", help="files written per measurement")
+    t.add_argument("--duration", type=float, metavar="SECONDS", help="time budget")
+    t.add_argument("--rounds", type=int, default=3, metavar="N")
+    return p
+
+
+# -- output ------------------------------------------------------------------
+class ConsoleReporter:
+    """Progress bar on a TTY (stderr), silence otherwise; ``--debug`` lines."""
+
+    def __init__(self, *, quiet: bool, debug: bool) -> None:
+        self.quiet = quiet
+        self.debug_on = debug
+        self.progress: object | None = None
+        self._task: object | None = None
+        self._last = 0.0
+
+    def debug(self, message: str) -> None:
+        if self.debug_on:
+            print(f"[debug] {message}", file=sys.stderr, flush=True)
+
+    def start(self, files: int, nbytes: int, workers: int) -> None:
+        if self.quiet or not sys.stderr.isatty() or files == 0:
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+
+        self.progress = Progress(
+            TextColumn("[bold]writing"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("files"),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self.progress.start()  # type: ignore[attr-defined]
+        self._task = self.progress.add_task("write", total=nbytes or files)  # type: ignore[attr-defined]
+        self._files_total = files
+        self._by_bytes = nbytes > 0
+
+    def update(self, files: int, nbytes: int) -> None:
+        if self.progress is None:
+            return
+        now = time.monotonic()
+        if now - self._last < 0.1:  # ~10 Hz is plenty for a human
+            return
+        self._last = now
+        self.progress.update(self._task, completed=nbytes if self._by_bytes else files)  # type: ignore[attr-defined]
+
+    def finish(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()  # type: ignore[attr-defined]
+            self.progress = None
+
+
+def _summary(result: object) -> str:
+    r = result  # checkout.Result
+    plan = r.workers  # type: ignore[attr-defined]
+    if r.dry_run:  # type: ignore[attr-defined]
+        return ""
+    verb = {"switch": "switched", "resume": "resumed"}.get(r.mode, "wrote")  # type: ignore[attr-defined]
+    files = r.written if r.mode in ("switch", "resume") else r.files  # type: ignore[attr-defined]
+    parts = [f"{verb} {files:,} files ({_human_bytes(r.bytes)}) in {r.seconds:.2f} s "  # type: ignore[attr-defined]
+             f"with {plan.workers} worker{'s' if plan.workers != 1 else ''} ({plan.source})"]
+    if r.kept:  # type: ignore[attr-defined]
+        parts.append(f"kept {r.kept:,}")  # type: ignore[attr-defined]
+    if r.deleted:  # type: ignore[attr-defined]
+        parts.append(f"deleted {r.deleted:,}")  # type: ignore[attr-defined]
+    if r.adapt_summary:  # type: ignore[attr-defined]
+        parts.append(r.adapt_summary)  # type: ignore[attr-defined]
+    if r.head:  # type: ignore[attr-defined]
+        parts.append(f"HEAD: {r.head}")  # type: ignore[attr-defined]
+    return "; ".join(parts)
+
+
+def _print_plan(result: object) -> None:
+    from rich.console import Console
+
+    from . import fsdetect
+
+    r = result
+    console = Console()
+    fs = r.filesystem  # type: ignore[attr-defined]
+    if isinstance(fs, fsdetect.FsInfo):
+        fsdetect.render(console, fs)
+    plan = r.workers  # type: ignore[attr-defined]
+    what = {"checkout": "write", "export": "write", "resume": "resume", "switch": "update"}
+    console.print(f"would {what.get(r.mode, 'write')} {r.files:,} entries "  # type: ignore[attr-defined]
+                  f"({_human_bytes(r.bytes)})"  # type: ignore[attr-defined]
+                  + (f", delete {r.deleted:,}" if r.deleted else ""))  # type: ignore[attr-defined]
+    console.print(f"workers: {plan.workers} ({plan.source}) — {plan.reason}")
+    if plan.adapt:
+        console.print("will adapt the worker count to measured throughput (--no-adapt to keep it)")
+    if r.conversion:  # type: ignore[attr-defined]
+        console.print("content conversion on: " + "; ".join(r.conversion))  # type: ignore[attr-defined]
+
+
+# -- commands ----------------------------------------------------------------
+def _cmd_checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
+    from .checkout import CheckoutOptions, checkout
+
+    opts = CheckoutOptions(
+        directory=Path(args.directory),
+        rev=args.rev,
+        workers=args.workers,
+        dry_run=args.dry_run,
+        force=args.force,
+        adapt=not args.no_adapt,
+    )
+    result = checkout(opts, ui)
+    return _report(args, result)
+
+
+def _cmd_export(args: argparse.Namespace, ui: ConsoleReporter) -> int:
+    from .checkout import ExportOptions, export
+
+    opts = ExportOptions(
+        repository=Path(args.directory),
+        rev=args.rev,
+        destination=Path(args.destination),
+        workers=args.workers,
+        dry_run=args.dry_run,
+        adapt=not args.no_adapt,
+    )
+    return _report(args, export(opts, ui))
+
+
+def _report(args: argparse.Namespace, result: object) -> int:
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))  # type: ignore[attr-defined]
+    elif result.dry_run:  # type: ignore[attr-defined]
+        _print_plan(result)
+    elif not args.quiet:
+        print(_summary(result))
+    return 0
+
+
+def _cmd_detect(args: argparse.Namespace, ui: ConsoleReporter) -> int:
+    from rich.console import Console
+
+    from . import fsdetect
+
+    if args.mountinfo and not os.path.isfile(args.mountinfo):
+        raise UsageError(f"--mountinfo: no such file: {args.mountinfo}")
+    info = fsdetect.detect(args.path, mountinfo=args.mountinfo)
+    if args.json:
+        print(json.dumps(info.to_json(), indent=2))
+    else:
+        fsdetect.render(Console(), info)
+    return 0
+
+
+def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
+    from rich.console import Console
+
+    from . import fsdetect, tune
+
+    if args.max_workers < 1:
+        raise UsageError("--max-workers must be at least 1")
+    if not os.path.isdir(args.path):
+        raise UsageError(f"not a directory: {args.path}")
+    fs = fsdetect.detect(args.path)
+    if args.forget:
+        dropped = tune.forget(fs)
+        if args.json:
+            print(json.dumps({"forgotten": dropped, "mount_key": fs.mount_key}))
+        elif not args.quiet:
+            print(("forgot the stored result for " if dropped else "nothing stored for ")
+                  + fs.mount_point)
+        return 0
+    opts = tune.TuneOptions(path=args.path, max_workers=args.max_workers, files=args.files,
+                            duration=args.duration, rounds=args.rounds)
+    err = Console(stderr=True)
+    say = None if (args.quiet or args.json) else (lambda msg: err.print(f"[dim]{msg}[/dim]"))
+    result = tune.run_tune(opts, fs=fs, progress=say)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    elif not args.quiet:
+        tune.render(Console(), result)
+    return 0
+
+
+COMMANDS = {
+    "checkout": _cmd_checkout,
+    "export": _cmd_export,
+    "detect": _cmd_detect,
+    "tune": _cmd_tune,
+}
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Interrupted(signum, "run 'pcheckout checkout' again to finish")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        args = _parser().parse_args(argv)
+        if args.command is None:
+            raise UsageError("a command is required: checkout, export, detect or tune "
+                             f"(see '{PROG} --help')")
+        ui = ConsoleReporter(quiet=args.quiet, debug=args.debug)
+        if hasattr(signal, "SIGTERM"):
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        return COMMANDS[args.command](args, ui)
+    except PcheckoutError as exc:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        print(f"{PROG}: error: interrupted; run the same command again to finish",
+              file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 1
+
+
+def entrypoint() -> None:
+    code = main()
+    sys.stdout.flush()
+    sys.exit(code)

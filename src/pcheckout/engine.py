@@ -1,0 +1,487 @@
+"""The parallel writer: N worker threads, each with its own cat-file process.
+
+Work is one shared list of entries handed out in small contiguous batches
+(neighbouring paths share directories, so one worker usually makes a
+directory and fills it).  Each worker pipelines: it keeps up to
+``catfile.REQUEST_WINDOW`` bytes of requests in flight so git inflates the
+next blobs while Python creates and writes the current file.
+
+There is no serial per-entry phase: directories are made on demand by
+whichever worker first needs them (a per-directory claim, so a directory is
+made exactly once and others wait only for that one mkdir), every stat is
+taken by the worker that wrote the file, and nothing is checked per path in
+an empty destination (``O_EXCL`` turns any surprise into an error instead).
+
+The number of workers allowed to take new batches (``limit``) may change
+while the checkout runs; the adaptive controller drives it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .catfile import REQUEST_WINDOW, SMALL_BLOB, CatFile, Spawn
+from .errors import CatFileError, PcheckoutError, WriteError
+from .git import Git
+from .tree import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, Entry
+
+#: A worker whose cat-file process dies is given a fresh one this many times
+#: before the checkout stops (a crash that repeats is not a fluke).
+MAX_RESTARTS = 2
+#: Batch bounds.  Batches are cut so each allowed worker gets several
+#: (load balance at the end of the run) but not so small that the shared
+#: queue lock is taken per file; 64 is ~1 ms of tmpfs work.
+MIN_BATCH, MAX_BATCH, BATCHES_PER_WORKER = 1, 64, 8
+
+O_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(
+    os, "O_CLOEXEC", 0
+)
+
+
+@dataclass
+class WorkerStats:
+    files: int = 0
+    bytes: int = 0
+    restarts: int = 0
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    root: bytes  # destination directory, absolute
+    workers: int  # threads started (the most that may ever run)
+    initial_limit: int | None = None  # how many may take work at first (default: workers)
+    filters: bool = False  # cat-file --filters (attributes, eol, smudge)
+    nul_requests: bool = False  # cat-file -z (git >= 2.38)
+    attr_source: str | None = None  # git --attr-source=<tree> (git >= 2.40)
+    symlinks: bool = True  # core.symlinks
+    overwrite: bool = False  # replace what is in the way (resume, --force)
+
+
+@dataclass
+class Outcome:
+    stats: list[os.stat_result | None]
+    files: int
+    bytes: int
+    seconds: float
+    restarts: int
+    workers_used: int
+    limit_history: list[tuple[float, int]] = field(default_factory=list)
+
+
+class _Stop(Exception):
+    """Internal: another worker failed or we were interrupted."""
+
+
+class Engine:
+    def __init__(
+        self,
+        git: Git,
+        entries: Sequence[Entry],
+        opts: EngineOptions,
+        *,
+        spawn: Spawn | None = None,
+        skip: Sequence[bool] | None = None,
+    ) -> None:
+        self.git = git
+        self.entries = entries
+        self.opts = opts
+        self.spawn = spawn
+        self.skip = skip
+        self.stats: list[os.stat_result | None] = [None] * len(entries)
+        self.worker_stats = [WorkerStats() for _ in range(max(1, opts.workers))]
+        self._stop = threading.Event()
+        self._error: BaseException | None = None
+        self._qlock = threading.Lock()
+        self._next = 0
+        self._limit = max(1, min(opts.initial_limit or opts.workers, opts.workers))
+        self._gate = threading.Condition()
+        self._batch = self._batch_size(self._limit)
+        self._dir_lock = threading.Lock()
+        self._dirs_made: set[bytes] = set()
+        self._dirs_claimed: dict[bytes, threading.Event] = {}
+        self._procs: list[CatFile] = []
+        self._procs_lock = threading.Lock()
+        self._live = 0
+        self._done = threading.Event()
+        self.limit_history: list[tuple[float, int]] = []
+        self._t0 = 0.0
+
+    # -- public ---------------------------------------------------------------
+    @property
+    def limit(self) -> int:
+        return self._limit
+
+    def set_limit(self, n: int) -> None:
+        n = max(1, min(n, self.opts.workers))
+        if n != self._limit:
+            with self._gate:
+                self._limit = n
+                self._batch = self._batch_size(n)
+                self._gate.notify_all()
+            self.limit_history.append((time.monotonic() - self._t0, n))
+
+    def progress(self) -> tuple[int, int]:
+        return (sum(w.files for w in self.worker_stats), sum(w.bytes for w in self.worker_stats))
+
+    def run(
+        self,
+        tick: Callable[[Engine], None] | None = None,
+        interval: float = 0.1,
+    ) -> Outcome:
+        """Write every entry; call ``tick(self)`` every ``interval`` seconds."""
+        self._t0 = time.monotonic()
+        self.limit_history.append((0.0, self._limit))
+        n = len(self.entries)
+        threads = []
+        nworkers = max(1, min(self.opts.workers, n)) if n else 0
+        self._live = nworkers
+        if nworkers == 0:
+            self._done.set()
+        for i in range(nworkers):
+            t = threading.Thread(target=self._worker, args=(i,), name=f"pcheckout-w{i}", daemon=True)
+            threads.append(t)
+        try:
+            for t in threads:
+                t.start()
+            while not self._done.wait(interval):
+                if tick is not None and not self._stop.is_set():
+                    tick(self)
+            for t in threads:
+                t.join()
+        except BaseException as exc:
+            self._fail(exc)
+            self._kill_all()
+            for t in threads:
+                t.join(5)
+            raise
+        if self._error is not None:
+            raise self._error
+        files, nbytes = self.progress()
+        return Outcome(
+            stats=self.stats,
+            files=files,
+            bytes=nbytes,
+            seconds=time.monotonic() - self._t0,
+            restarts=sum(w.restarts for w in self.worker_stats),
+            workers_used=nworkers,
+            limit_history=self.limit_history,
+        )
+
+    # -- work distribution ----------------------------------------------------
+    def _batch_size(self, limit: int) -> int:
+        n = len(self.entries)
+        return max(MIN_BATCH, min(MAX_BATCH, n // max(1, limit * BATCHES_PER_WORKER)))
+
+    def _take(self, wid: int) -> range | None:
+        """A batch of entry indexes for worker ``wid``; None when all is handed out."""
+        while True:
+            if self._stop.is_set():
+                raise _Stop
+            if wid < self._limit:
+                with self._qlock:
+                    start = self._next
+                    if start >= len(self.entries):
+                        return None
+                    end = min(len(self.entries), start + self._batch)
+                    self._next = end
+                return range(start, end)
+            if self._next >= len(self.entries):
+                return None
+            with self._gate:
+                self._gate.wait(0.05)
+
+    # -- the worker -------------------------------------------------------------
+    def _worker(self, wid: int) -> None:
+        cf: CatFile | None = None
+        plain: CatFile | None = None  # for symlinks when the main process filters
+        try:
+            entries = self.entries
+            skip = self.skip
+            pending: deque[int] = deque()
+            pending_bytes = 0
+            batch: range | None = None
+            pos = 0
+            exhausted = False
+            restarts = 0
+            st = self.worker_stats[wid]
+            while True:
+                if self._stop.is_set():
+                    raise _Stop
+                # Top up the requests in flight.
+                out: list[bytes] = []
+                while not exhausted and pending_bytes < REQUEST_WINDOW:
+                    if batch is None or pos >= len(batch):
+                        batch = self._take(wid)
+                        pos = 0
+                        if batch is None:
+                            exhausted = True
+                            break
+                    i = batch[pos]
+                    pos += 1
+                    if skip is not None and skip[i]:
+                        continue
+                    e = entries[i]
+                    if e.mode == MODE_GITLINK:
+                        self._write_gitlink(i, e)
+                        st.files += 1
+                        continue
+                    if e.mode == MODE_SYMLINK and self.opts.filters:
+                        if plain is None:
+                            plain = self._open(wid, filters=False)
+                        self._symlink_via(plain, i, e, st)
+                        continue
+                    if cf is None:
+                        cf = self._open(wid, filters=self.opts.filters)
+                    line = cf.request_line(e.oid, e.path)
+                    if self.opts.filters and not self.opts.nul_requests and b"\n" in e.path:
+                        # Cannot be said on a newline-terminated request line (git < 2.38).
+                        self._write_one_shot(i, e, st)
+                        continue
+                    out.append(line)
+                    pending.append(i)
+                    pending_bytes += len(line)
+                if out:
+                    assert cf is not None
+                    cf.last_request = out[-1]
+                    cf.send(b"".join(out))
+                if not pending:
+                    if exhausted:
+                        break
+                    continue
+                i = pending.popleft()
+                e = entries[i]
+                try:
+                    self._receive(cf, i, e, st)  # type: ignore[arg-type]
+                except CatFileError:
+                    if self._stop.is_set() or restarts >= MAX_RESTARTS:
+                        raise
+                    # Restart the process and ask again for everything unanswered.
+                    restarts += 1
+                    st.restarts += 1
+                    assert cf is not None
+                    cf.kill()
+                    pending.appendleft(i)
+                    cf = self._open(wid, filters=self.opts.filters)
+                    lines = [cf.request_line(entries[j].oid, entries[j].path) for j in pending]
+                    pending_bytes = sum(len(x) for x in lines)
+                    cf.last_request = lines[-1]
+                    cf.send(b"".join(lines))
+                    continue
+                pending_bytes -= len(cf.request_line(e.oid, e.path))  # type: ignore[union-attr]
+            if cf is not None:
+                cf.close()
+            if plain is not None:
+                plain.close()
+        except _Stop:
+            pass
+        except BaseException as exc:  # noqa: BLE001 - every failure reaches the caller
+            self._fail(exc)
+        finally:
+            for proc in (cf, plain):
+                if proc is not None:
+                    proc.kill()
+            with self._gate:
+                self._live -= 1
+                if self._live == 0:
+                    self._done.set()
+                self._gate.notify_all()
+
+    def _open(self, wid: int, *, filters: bool) -> CatFile:
+        cf = CatFile(
+            self.git,
+            filters=filters,
+            nul=self.opts.nul_requests and filters,
+            attr_source=self.opts.attr_source if filters else None,
+            spawn=self.spawn,
+            name=f"cat-file of worker {wid}",
+        )
+        with self._procs_lock:
+            self._procs.append(cf)
+        if self._stop.is_set():
+            cf.kill()
+            raise _Stop
+        return cf
+
+    # -- writing ----------------------------------------------------------------
+    def _receive(self, cf: CatFile, i: int, e: Entry, st: WorkerStats) -> None:
+        kind, size = cf.read_header(e.oid)
+        if kind != b"blob":
+            cf.skip(size)
+            raise PcheckoutError(
+                f"tree entry {e.path.decode('utf-8', 'backslashreplace')} is a {kind.decode()}, "
+                "not a blob"
+            )
+        if e.mode == MODE_SYMLINK:
+            target = cf.read_small(size)
+            self._write_symlink(i, e, target)
+        elif size <= SMALL_BLOB:
+            data = cf.read_small(size)
+            self._write_file(i, e, data, None, size)
+        else:
+            self._write_file(i, e, None, cf, size)
+        st.files += 1
+        st.bytes += size
+
+    def _path(self, e: Entry) -> bytes:
+        return self.opts.root + b"/" + e.path
+
+    def _write_file(
+        self, i: int, e: Entry, data: bytes | None, cf: CatFile | None, size: int
+    ) -> None:
+        parent = e.path.rpartition(b"/")[0]
+        if parent and parent not in self._dirs_made:
+            self._ensure_dir(parent)
+        path = self.opts.root + b"/" + e.path
+        mode = 0o777 if e.mode == MODE_EXEC else 0o666
+        try:
+            try:
+                fd = os.open(path, O_CREATE, mode)
+            except FileExistsError:
+                if not self.opts.overwrite:
+                    raise
+                self._remove_in_the_way(path)
+                fd = os.open(path, O_CREATE, mode)
+        except OSError as exc:
+            if cf is not None:
+                cf.skip(size)
+            raise WriteError(e.path, exc) from None
+        try:
+            try:
+                if data is not None:
+                    _write_all(fd, data)
+                else:
+                    assert cf is not None
+                    cf.stream_to(size, lambda chunk: _write_all(fd, chunk))
+                self.stats[i] = os.fstat(fd)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            _unlink_quietly(path)
+            raise WriteError(e.path, exc) from None
+        except BaseException:
+            _unlink_quietly(path)  # never leave a truncated file behind
+            raise
+
+    def _write_symlink(self, i: int, e: Entry, target: bytes) -> None:
+        if not self.opts.symlinks:  # core.symlinks=false: a plain file holding the target
+            self._write_file(i, e, target, None, len(target))
+            return
+        parent = e.path.rpartition(b"/")[0]
+        if parent and parent not in self._dirs_made:
+            self._ensure_dir(parent)
+        path = self._path(e)
+        try:
+            try:
+                os.symlink(target, path)
+            except FileExistsError:
+                if not self.opts.overwrite:
+                    raise
+                self._remove_in_the_way(path)
+                os.symlink(target, path)
+            self.stats[i] = os.lstat(path)
+        except OSError as exc:
+            raise WriteError(e.path, exc) from None
+
+    def _symlink_via(self, cf: CatFile, i: int, e: Entry, st: WorkerStats) -> None:
+        line = cf.request_line(e.oid)
+        cf.last_request = line
+        cf.send(line)
+        self._receive(cf, i, e, st)
+
+    def _write_gitlink(self, i: int, e: Entry) -> None:
+        # As git: an empty directory for a submodule that is not checked out.
+        self._ensure_dir(e.path)
+        try:
+            self.stats[i] = os.lstat(self._path(e))
+        except OSError as exc:
+            raise WriteError(e.path, exc) from None
+
+    def _write_one_shot(self, i: int, e: Entry, st: WorkerStats) -> None:
+        """Filtered contents for a path with a newline, on git < 2.38."""
+        proc = self.git.run("cat-file", "--filters", f"--path={os.fsdecode(e.path)}", e.oid)
+        if e.mode == MODE_SYMLINK:
+            self._write_symlink(i, e, proc.stdout)
+        else:
+            self._write_file(i, e, proc.stdout, None, len(proc.stdout))
+        st.files += 1
+        st.bytes += len(proc.stdout)
+
+    def _ensure_dir(self, d: bytes) -> None:
+        """Make directory ``d`` (relative) exactly once, whoever asks first."""
+        if d in self._dirs_made:
+            return
+        parent = d.rpartition(b"/")[0]
+        if parent:
+            self._ensure_dir(parent)
+        with self._dir_lock:
+            if d in self._dirs_made:
+                return
+            ev = self._dirs_claimed.get(d)
+            owner = ev is None
+            if owner:
+                ev = self._dirs_claimed[d] = threading.Event()
+        assert ev is not None
+        if not owner:
+            ev.wait()
+            if d not in self._dirs_made:
+                raise _Stop  # its owner failed and reported why
+            return
+        try:
+            path = self.opts.root + b"/" + d
+            try:
+                os.mkdir(path, 0o777)
+            except FileExistsError:
+                st = os.lstat(path)
+                if not stat_mod.S_ISDIR(st.st_mode):
+                    if not self.opts.overwrite:
+                        raise
+                    self._remove_in_the_way(path)
+                    os.mkdir(path, 0o777)
+            self._dirs_made.add(d)
+        except OSError as exc:
+            raise WriteError(d, exc) from None
+        finally:
+            ev.set()
+
+    def _remove_in_the_way(self, path: bytes) -> None:
+        st = os.lstat(path)
+        if stat_mod.S_ISDIR(st.st_mode):
+            import shutil
+
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+
+    # -- failure ----------------------------------------------------------------
+    def _fail(self, exc: BaseException) -> None:
+        with self._gate:
+            if self._error is None:
+                self._error = exc
+            self._stop.set()
+            self._gate.notify_all()
+
+    def _kill_all(self) -> None:
+        with self._procs_lock:
+            procs = list(self._procs)
+        for p in procs:
+            p.kill()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def _unlink_quietly(path: bytes) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -1,0 +1,184 @@
+"""pcheckout checkout vs git checkout: the results must be indistinguishable."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pcheckout.checkout import CheckoutOptions, checkout
+from pcheckout.errors import NotARepositoryError, UnknownRevisionError, WorktreeNotEmptyError
+
+from conftest import (
+    assert_same_as_git,
+    clone_no_checkout,
+    clone_with_git,
+    git,
+    make_repo,
+)
+
+ODD_NAMES: dict[bytes, bytes | tuple[str, bytes]] = {
+    b"plain.txt": b"hello\n",
+    b"empty": b"",
+    b"new\nline": b"newline in name\n",
+    b"tab\there": b"tab\n",
+    b"back\\slash": b"backslash\n",
+    b"sp ace/in dir/f i l e": b"spaces\n",
+    b"\xff\xfe-not-utf8": b"latin\n",
+    "ünïcödé/ß.txt".encode(): b"utf8\n",
+    b"run.sh": ("x", b"#!/bin/sh\necho hi\n"),
+    b"bin/tool": ("x", b"\x7fELF"),
+    b"link-to-file": ("l", b"plain.txt"),
+    b"link-to-dir": ("l", b"sp ace"),
+    b"dangling": ("l", b"does/not/exist"),
+    b"absolute": ("l", b"/etc/hostname"),
+    b"weird-target": ("l", b"a\nb\\c\xff"),
+    b"/".join([b"d%d" % i for i in range(30)]) + b"/deep.txt": b"thirty deep\n",
+    b"-dash": b"starts with a dash\n",
+    b".hidden": b"dotfile\n",
+    b"a-b": b"sorts before a/\n",
+    b"a/b": b"sorts after a-b\n",
+    b"a.txt": b"x\n",
+}
+
+
+def _pcheckout(work: Path, rev: str = "HEAD", **kw: object) -> object:
+    return checkout(CheckoutOptions(directory=work, rev=rev, **kw))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("workers", ["1", "3", "16"])
+def test_odd_names_modes_symlinks(tmp_path: Path, workers: str) -> None:
+    src = make_repo(tmp_path, ODD_NAMES)
+    theirs = clone_with_git(src, tmp_path / "theirs")
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    result = _pcheckout(ours, workers=workers)
+    assert result.files == len(ODD_NAMES)  # type: ignore[attr-defined]
+    assert_same_as_git(ours, theirs)
+
+
+def test_many_files_across_directories(tmp_path: Path) -> None:
+    files: dict[bytes, bytes | tuple[str, bytes]] = {}
+    for d in range(40):
+        for f in range(25):
+            files[b"dir%02d/sub%d/file%03d.c" % (d, f % 3, f)] = b"/* %d %d */\n" % (d, f) * (f + 1)
+    src = make_repo(tmp_path, files)
+    theirs = clone_with_git(src, tmp_path / "theirs")
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    _pcheckout(ours, workers="8")
+    assert_same_as_git(ours, theirs)
+
+
+def test_blob_larger_than_read_buffer_streams(tmp_path: Path) -> None:
+    from pcheckout import catfile
+
+    big = os.urandom(1024) * (2 * catfile.SMALL_BLOB // 1024 + 7)  # > SMALL_BLOB, > READ_BUFFER
+    src = make_repo(tmp_path, {b"big.bin": big, b"small": b"s"})
+    theirs = clone_with_git(src, tmp_path / "theirs")
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    _pcheckout(ours, workers="2")
+    assert_same_as_git(ours, theirs)
+
+
+def test_gitlink_becomes_empty_directory(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, {b"f": b"x\n"})
+    sub_commit = git(src, "rev-parse", "HEAD").decode().strip()
+    git(src, "update-index", "--add", "--cacheinfo", f"160000,{sub_commit},vendor/sub")
+    git(src, "commit", "-q", "-m", "gitlink")
+    theirs = clone_with_git(src, tmp_path / "theirs")
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    _pcheckout(ours)
+    assert (ours / "vendor" / "sub").is_dir()
+    assert_same_as_git(ours, theirs)
+
+
+def test_core_filemode_false_and_symlinks_false(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, {b"x.sh": ("x", b"#!/bin/sh\n"), b"l": ("l", b"x.sh")})
+    cfg = {"core.fileMode": "false", "core.symlinks": "false"}
+    theirs = clone_with_git(src, tmp_path / "theirs", config=cfg)
+    ours = clone_no_checkout(src, tmp_path / "ours", config=cfg)
+    _pcheckout(ours)
+    assert not (ours / "l").is_symlink()
+    assert_same_as_git(ours, theirs)
+
+
+@pytest.mark.parametrize("version", ["2", "3", "4"])
+def test_index_version_honoured(tmp_path: Path, version: str) -> None:
+    from pcheckout.index import read_index
+
+    src = make_repo(tmp_path, {b"a/b/c": b"1", b"a/b/d": b"2", b"e": b"3"})
+    theirs = clone_with_git(src, tmp_path / "theirs", config={"index.version": version})
+    ours = clone_no_checkout(src, tmp_path / "ours", config={"index.version": version})
+    _pcheckout(ours)
+    # git writes v3 only when an entry needs extended flags, else v2: so do we
+    assert read_index(ours / ".git" / "index").version == read_index(theirs / ".git" / "index").version
+    assert_same_as_git(ours, theirs)
+
+
+def test_rev_branch_tag_and_detached_head(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, {b"f": b"one\n"})
+    git(src, "tag", "v1")
+    (src / "f").write_bytes(b"two\n")
+    git(src, "commit", "-qam", "two")
+    git(src, "branch", "side", "v1")
+    for rev in ["v1", "side", "main", "HEAD~1"]:
+        theirs = clone_no_checkout(src, tmp_path / f"theirs-{rev}")
+        git(theirs, "checkout", "-q", "-f", rev)
+        if rev == "side":
+            git(theirs, "checkout", "-q", "side")
+        ours = clone_no_checkout(src, tmp_path / f"ours-{rev}")
+        _pcheckout(ours, rev=rev)
+        assert_same_as_git(ours, theirs)
+        # the reflog speaks git's language so `git checkout -` works
+        assert b"checkout: moving from" in git(ours, "reflog", "-1", "--format=%gs")
+
+
+def test_remote_branch_guess_creates_tracking_branch(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, {b"f": b"one\n"})
+    git(src, "checkout", "-q", "-b", "feature")
+    (src / "g").write_bytes(b"g\n")
+    git(src, "add", "g")
+    git(src, "commit", "-qm", "feature")
+    git(src, "checkout", "-q", "main")
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    _pcheckout(ours, rev="feature")
+    assert git(ours, "symbolic-ref", "HEAD").strip() == b"refs/heads/feature"
+    assert git(ours, "config", "branch.feature.remote").strip() == b"origin"
+    assert (ours / "g").read_bytes() == b"g\n"
+
+
+def test_worktree_add_no_checkout(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, {b"a/f": b"1\n", b"g": b"2\n"})
+    git(src, "branch", "wt")
+    git(src, "worktree", "add", "-q", "--no-checkout", str(tmp_path / "wt"), "wt")
+    _pcheckout(tmp_path / "wt")
+    assert (tmp_path / "wt" / "a" / "f").read_bytes() == b"1\n"
+    assert git(tmp_path / "wt", "status", "--porcelain") == b""
+    assert git(src, "status", "--porcelain") == b""  # the main worktree's index is untouched
+
+
+def test_errors(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, {b"f": b"x"})
+    with pytest.raises(NotARepositoryError):
+        _pcheckout(tmp_path / "nowhere")
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(NotARepositoryError):
+        _pcheckout(tmp_path / "plain")
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    with pytest.raises(UnknownRevisionError, match="no-such-rev"):
+        _pcheckout(ours, rev="no-such-rev")
+    (ours / "stray").write_bytes(b"mine")
+    (ours / ".git" / "index").unlink(missing_ok=True)
+    with pytest.raises(WorktreeNotEmptyError, match="stray"):
+        _pcheckout(ours)
+    assert (ours / "stray").read_bytes() == b"mine"
+    assert not (ours / "f").exists()
+
+
+def test_dry_run_writes_nothing(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, {b"a": b"1", b"b/c": b"22"})
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    result = _pcheckout(ours, dry_run=True)
+    assert result.files == 2 and result.bytes == 3  # type: ignore[attr-defined]
+    assert sorted(os.listdir(ours)) == [".git"]
+    assert not (ours / ".git" / "index").exists()
