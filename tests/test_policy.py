@@ -1,0 +1,229 @@
+from __future__ import annotations
+
+import pytest
+
+from pcheckout.errors import UsageError
+from pcheckout.fsdetect import Device, FsInfo, Kind
+from pcheckout.policy import (
+    MAX_WORKERS,
+    PARALLEL_THRESHOLD,
+    CpuInfo,
+    Explicit,
+    Tuned,
+    WorkerPlan,
+    choose_workers,
+    explicit_choice,
+)
+
+SMT8 = CpuInfo(logical=16, physical=8)
+BIG = CpuInfo(logical=128, physical=64)
+TWO = CpuInfo(logical=2, physical=2)
+
+
+def fs(
+    kind: Kind,
+    *,
+    fstype: str = "ext4",
+    nfs_version: str | None = None,
+    upper_kind: Kind | None = None,
+    options: dict[str, str | None] | None = None,
+) -> FsInfo:
+    return FsInfo(
+        path="/w", probed_path="/w", mount_point="/", mount_id=1, fstype=fstype,
+        source="srv:/x", options=options or {}, kind=kind, upper_kind=upper_kind,
+        nfs_version=nfs_version, f_type=None, devices=(Device("vda", True, True),),
+        latency_bound=None, notes=(),
+    )  # fmt: skip
+
+
+def plan(info: FsInfo | None, entries: int = 10_000, cpus: CpuInfo = SMT8, **kw: object) -> WorkerPlan:
+    return choose_workers(info, cpus=cpus, entries=entries, nbytes=entries * 4096, **kw)  # type: ignore[arg-type]
+
+
+# --- policy by kind ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["3", "4.1", "4.2"])
+def test_nfs_3_and_41_get_many_workers(version: str) -> None:
+    p = plan(fs("nfs", fstype="nfs4", nfs_version=version))
+    assert p.workers == 16 and p.source == "policy"
+    assert "seed 001" in p.reason and f"NFS {version}" in p.reason
+    assert plan(fs("nfs", nfs_version=version), entries=70_000).workers == 32
+
+
+def test_nfs_40_plateaus_at_4() -> None:
+    p = plan(fs("nfs", fstype="nfs4", nfs_version="4.0"), entries=70_000)
+    assert p.workers == 4 and "4.0" in p.reason
+
+
+def test_nfs_unknown_version_gets_a_middle_value() -> None:
+    assert plan(fs("nfs", fstype="nfs", nfs_version=None)).workers == 8
+
+
+def test_latency_bound_counts_do_not_shrink_with_few_cpus() -> None:
+    # seed 002: threads beyond CPUs pay off when open() waits on a server
+    assert plan(fs("nfs", nfs_version="3"), cpus=CpuInfo(1, 1)).workers == 16
+    assert plan(fs("smb", fstype="cifs"), cpus=CpuInfo(1, 1)).workers > 1
+
+
+def test_cpu_bound_kinds_use_physical_cores() -> None:
+    assert plan(fs("tmpfs", fstype="tmpfs")).workers == 8
+    assert plan(fs("ssd")).workers == 8
+    assert plan(fs("ssd"), cpus=TWO).workers == 2
+
+
+def test_cpu_bound_cap_is_20() -> None:
+    assert plan(fs("ssd"), cpus=BIG).workers == 20
+
+
+def test_unknown_physical_cores_halves_logical() -> None:
+    assert plan(fs("tmpfs", fstype="tmpfs"), cpus=CpuInfo(logical=12, physical=None)).workers == 6
+    assert plan(fs("tmpfs", fstype="tmpfs"), cpus=CpuInfo(logical=1, physical=None)).workers == 1
+
+
+def test_spinning_disk_gets_one_worker() -> None:
+    p = plan(fs("hdd"), cpus=BIG)
+    assert p.workers == 1 and not p.adapt
+
+
+def test_virtual_disk_is_not_treated_as_spinning() -> None:
+    p = plan(fs("virtual"), cpus=TWO)
+    assert 8 <= p.workers <= 16
+    assert "guess" in p.reason
+
+
+def test_overlay_follows_its_upper_layer() -> None:
+    on_nfs = plan(fs("overlay", fstype="overlay", upper_kind="nfs"))
+    assert on_nfs.workers == 8 and "upper layer" in on_nfs.reason
+    assert plan(fs("overlay", fstype="overlay", upper_kind="hdd")).workers == 1
+    assert plan(fs("overlay", fstype="overlay", upper_kind=None)).workers == SMT8.cpu_bound_workers
+
+
+def test_unknown_and_missing_filesystem_use_cpu_count() -> None:
+    assert plan(fs("unknown")).workers == 8
+    assert plan(None).workers == 8 and "unknown" in plan(None).reason
+
+
+def test_network_and_fuse_are_parallel() -> None:
+    assert plan(fs("network", fstype="lustre")).workers == 16
+    assert plan(fs("fuse", fstype="fuse.bindfs")).workers == 8
+
+
+# --- thresholds and caps -----------------------------------------------------------------------
+
+
+def test_below_threshold_one_worker() -> None:
+    p = plan(fs("nfs", nfs_version="3"), entries=PARALLEL_THRESHOLD - 1)
+    assert p.workers == 1 and "thresholdForParallelism" in p.reason and not p.adapt
+    assert plan(fs("nfs", nfs_version="3"), entries=PARALLEL_THRESHOLD).workers > 1
+
+
+def test_few_entries_per_worker_reduce_the_count() -> None:
+    p = plan(fs("nfs", nfs_version="3"), entries=100)
+    assert p.workers == 12  # 100 // 8
+    assert "for 100 entries" in p.reason
+
+
+def test_reason_is_one_line() -> None:
+    for kind in ("nfs", "smb", "network", "fuse", "tmpfs", "ssd", "hdd", "virtual", "overlay", "unknown"):
+        assert "\n" not in plan(fs(kind)).reason  # type: ignore[arg-type]
+
+
+def test_adapt_only_for_policy_with_enough_entries() -> None:
+    nfs = fs("nfs", nfs_version="3")
+    assert plan(nfs, entries=50_000).adapt
+    assert not plan(nfs, entries=500).adapt
+    assert not plan(nfs, entries=50_000, allow_adapt=False).adapt
+    assert not plan(nfs, entries=50_000, explicit=Explicit(4, "--workers")).adapt
+
+
+# --- precedence --------------------------------------------------------------------------------
+
+
+def test_explicit_wins_over_everything() -> None:
+    nfs = fs("nfs", nfs_version="3")
+    tuned = Tuned(workers=24, measured_on="2024-05-01", mount_key=nfs.mount_key)
+    p = plan(nfs, entries=10, explicit=Explicit(3, "PCHECKOUT_WORKERS"), tuned=tuned)
+    assert (p.workers, p.source) == (3, "user")
+    assert "PCHECKOUT_WORKERS" in p.reason
+
+
+def test_explicit_is_capped() -> None:
+    p = plan(fs("ssd"), explicit=Explicit(1000, "--workers"))
+    assert p.workers == MAX_WORKERS and "capped" in p.reason
+
+
+def test_tuned_applies_only_to_the_same_mount() -> None:
+    nfs = fs("nfs", nfs_version="3")
+    same = Tuned(workers=24, measured_on="2024-05-01", mount_key=nfs.mount_key)
+    p = plan(nfs, tuned=same)
+    assert (p.workers, p.source) == (24, "tuned") and "2024-05-01" in p.reason
+    other = Tuned(workers=24, measured_on="2024-05-01", mount_key="something else")
+    assert plan(nfs, tuned=other).source == "policy"
+    assert plan(None, tuned=same).source == "policy"
+
+
+def test_tuned_still_respects_threshold_and_cap() -> None:
+    nfs = fs("nfs", nfs_version="3")
+    t = Tuned(workers=500, measured_on="2024-05-01", mount_key=nfs.mount_key)
+    assert plan(nfs, tuned=t).workers == MAX_WORKERS
+    assert plan(nfs, entries=10, tuned=t).workers == 1
+
+
+# --- explicit_choice ---------------------------------------------------------------------------
+
+
+def test_no_choice_anywhere() -> None:
+    assert explicit_choice(None, {}, {}) is None
+    assert explicit_choice("auto", {"PCHECKOUT_WORKERS": "auto"}, {"pcheckout.workers": "auto"}) is None
+
+
+def test_precedence_cli_env_config() -> None:
+    env = {"PCHECKOUT_WORKERS": "6"}
+    cfg = {"pcheckout.workers": "5", "checkout.workers": "4"}
+    assert explicit_choice("7", env, cfg) == Explicit(7, "--workers")
+    assert explicit_choice(None, env, cfg) == Explicit(6, "PCHECKOUT_WORKERS")
+    assert explicit_choice("auto", {}, cfg) == Explicit(5, "git config pcheckout.workers")
+    assert explicit_choice(None, {}, {"checkout.workers": "4"}) == Explicit(4, "git config checkout.workers")
+
+
+def test_auto_defers_to_the_next_level() -> None:
+    assert explicit_choice("auto", {"PCHECKOUT_WORKERS": "3"}, {}) == Explicit(3, "PCHECKOUT_WORKERS")
+    assert explicit_choice(None, {"PCHECKOUT_WORKERS": ""}, {"pcheckout.workers": "2"}).workers == 2  # type: ignore[union-attr]
+
+
+def test_git_config_keys_are_case_insensitive() -> None:
+    assert explicit_choice(None, {}, {"PCheckout.Workers": "9"}) == Explicit(9, "git config pcheckout.workers")
+
+
+def test_git_checkout_workers_below_one_means_all_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("os.cpu_count", lambda: 12)
+    choice = explicit_choice(None, {}, {"checkout.workers": "0"})
+    assert choice is not None and choice.workers == 12 and "all CPUs" in choice.where
+    assert explicit_choice(None, {}, {"checkout.workers": "many"}) is None  # git's business
+
+
+@pytest.mark.parametrize(
+    ("cli", "env", "cfg", "where"),
+    [
+        ("0", {}, {}, "--workers"),
+        ("-3", {}, {}, "--workers"),
+        ("two", {}, {}, "--workers"),
+        ("1.5", {}, {}, "--workers"),
+        (None, {"PCHECKOUT_WORKERS": "x"}, {}, "PCHECKOUT_WORKERS"),
+        (None, {}, {"pcheckout.workers": "0"}, "pcheckout.workers"),
+    ],
+)
+def test_invalid_values_are_usage_errors(
+    cli: str | None, env: dict[str, str], cfg: dict[str, str], where: str
+) -> None:
+    with pytest.raises(UsageError) as info:
+        explicit_choice(cli, env, cfg)
+    msg = str(info.value)
+    assert where in msg and "\n" not in msg and "auto" in msg
+
+
+def test_cpuinfo_current_is_sane() -> None:
+    c = CpuInfo.current()
+    assert c.logical >= 1
+    assert c.physical is None or 1 <= c.physical <= c.logical
