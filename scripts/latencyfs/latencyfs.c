@@ -23,6 +23,7 @@
  *     --threads N          worker threads (default 512)
  *     --max-background N   kernel max_background (default 512)
  *     --no-clone-fd        all workers read the one /dev/fuse fd
+ *     --allow-other        let every user in (allow_other,default_permissions)
  *     -f                   stay in the foreground
  *     -d                   libfuse debug output (implies -f)
  *     -o OPTS              extra mount options passed to libfuse
@@ -79,6 +80,7 @@ struct config {
 	unsigned threads;
 	unsigned max_background;
 	bool clone_fd;
+	bool allow_other;
 	bool foreground;
 	bool debug;
 	const char *extra_opts;
@@ -421,6 +423,14 @@ static void lfs_readlink(fuse_req_t req, fuse_ino_t ino)
 	}
 }
 
+static void lfs_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	/* sent only without default_permissions: check as the daemon's user */
+	char path[64];
+	proc_path(path, sizeof(path), inode_fd(ino));
+	fuse_reply_err(req, faccessat(AT_FDCWD, path, mask, AT_EACCESS) == 0 ? 0 : errno);
+}
+
 static void lfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	int dfd = inode_fd(parent);
@@ -707,6 +717,7 @@ W(META, getattr, (fuse_req_t r, fuse_ino_t i, struct fuse_file_info *f), (r, i, 
 W(META, setattr, (fuse_req_t r, fuse_ino_t i, struct stat *a, int v, struct fuse_file_info *f),
   (r, i, a, v, f))
 W(META, readlink, (fuse_req_t r, fuse_ino_t i), (r, i))
+W(META, access, (fuse_req_t r, fuse_ino_t i, int m), (r, i, m))
 W(META, mknod, (fuse_req_t r, fuse_ino_t p, const char *n, mode_t m, dev_t d), (r, p, n, m, d))
 W(META, mkdir, (fuse_req_t r, fuse_ino_t p, const char *n, mode_t m), (r, p, n, m))
 W(META, symlink, (fuse_req_t r, const char *l, fuse_ino_t p, const char *n), (r, l, p, n))
@@ -745,6 +756,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.getattr = w_getattr,
 	.setattr = w_setattr,
 	.readlink = w_readlink,
+	.access = w_access,
 	.mknod = w_mknod,
 	.mkdir = w_mkdir,
 	.symlink = w_symlink,
@@ -774,7 +786,7 @@ static void usage(const char *prog)
 	fprintf(stderr,
 		"usage: %s [--latency-ms F] [--data-latency-ms F] [--max-inflight N]\n"
 		"          [--cache-seconds F] [--threads N] [--max-background N] [--no-clone-fd]\n"
-		"          [-f] [-d] [-o OPTS] BACKING_DIR MOUNTPOINT\n",
+		"          [--allow-other] [-f] [-d] [-o OPTS] BACKING_DIR MOUNTPOINT\n",
 		prog);
 }
 
@@ -819,6 +831,8 @@ static int parse_args(int argc, char **argv)
 			cfg.debug = cfg.foreground = true;
 		} else if (!strcmp(a, "--no-clone-fd")) {
 			cfg.clone_fd = false;
+		} else if (!strcmp(a, "--allow-other")) {
+			cfg.allow_other = true;
 		} else if (a[0] == '-' && !v) {
 			fprintf(stderr, "latencyfs: %s needs a value\n", a);
 			return -1;
@@ -924,10 +938,15 @@ int main(int argc, char **argv)
 	root_inode.nlookup = 2;
 
 	char opts[512];
-	/* allow_other lets every user in (as root it needs no fuse.conf entry);
-	 * default_permissions makes the kernel check modes, as NFS clients do */
-	snprintf(opts, sizeof(opts), "default_permissions,fsname=latencyfs,subtype=latencyfs%s",
-		 geteuid() == 0 ? ",allow_other" : "");
+	/* By default only the mounting user (and root) may enter, and the
+	 * daemon, running as that user, gets the backing fs's permission checks
+	 * for free.  --allow-other lets everyone in; the kernel then checks modes
+	 * itself (default_permissions), which costs an extra GETATTR of the
+	 * directory after every change in it (its attributes are invalidated and
+	 * the next permission check refetches them), a round trip NFS does not
+	 * pay (its replies carry the directory's new attributes). */
+	snprintf(opts, sizeof(opts), "fsname=latencyfs,subtype=latencyfs%s",
+		 cfg.allow_other ? ",allow_other,default_permissions" : "");
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	if (fuse_opt_add_arg(&args, argv[0]) || fuse_opt_add_arg(&args, "-o") ||
 	    fuse_opt_add_arg(&args, opts) ||

@@ -1,0 +1,274 @@
+#!/usr/bin/env python3
+"""Build, mount and unmount latencyfs, the latency-injecting FUSE filesystem.
+
+    python3 scripts/latencyfs.py mount BACKING_DIR MOUNTPOINT [--latency-ms 1.0]
+        [--data-latency-ms X] [--max-inflight N] [--cache-seconds 3]
+    python3 scripts/latencyfs.py umount MOUNTPOINT
+    python3 scripts/latencyfs.py build
+
+``mount`` builds the binary when it is missing or older than its sources,
+creates both directories, starts the daemon in the background and returns once
+the mount answers requests.  It prints nothing on success; errors go to stderr
+and the exit status is 1.  The same operations are importable: :func:`build`,
+:func:`mount`, :func:`umount` and the context manager :func:`mounted`.
+
+See docs/latencyfs.md for what the filesystem imitates and how fast it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+try:
+    from pcheckout.errors import PcheckoutError
+except ImportError:  # run from a checkout without the package installed
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+    from pcheckout.errors import PcheckoutError
+
+SOURCE_DIR = Path(__file__).resolve().parent / "latencyfs"
+BINARY = SOURCE_DIR / "latencyfs"
+SOURCES = (SOURCE_DIR / "latencyfs.c", SOURCE_DIR / "Makefile")
+FSTYPE = "fuse.latencyfs"
+
+# How long to wait for a mount to appear or disappear.  Mounting takes a few
+# milliseconds here; the first request can wait for the daemon's INIT.  Ten
+# seconds is a generous guess that only matters when something is broken.
+MOUNT_TIMEOUT_S = 10.0
+# Poll interval while waiting; a guess, small against the timeout.
+POLL_S = 0.005
+
+
+class LatencyFsError(PcheckoutError):
+    """latencyfs could not be built, mounted or unmounted."""
+
+
+def _need_tools() -> None:
+    missing = [t for t in ("make", "cc", "pkg-config", "fusermount3") if not shutil.which(t)]
+    if missing:
+        raise LatencyFsError(f"latencyfs needs {', '.join(missing)} on PATH")
+    probe = subprocess.run(
+        ["pkg-config", "--exists", "fuse3"], capture_output=True, check=False
+    )
+    if probe.returncode != 0:
+        raise LatencyFsError("latencyfs needs the libfuse3 headers (Debian: libfuse3-dev)")
+
+
+def _stale() -> bool:
+    if not BINARY.exists():
+        return True
+    built = BINARY.stat().st_mtime_ns
+    return any(src.stat().st_mtime_ns > built for src in SOURCES)
+
+
+def build() -> Path:
+    """Build the daemon with make if it is missing or stale; return its path."""
+    if not _stale():
+        return BINARY
+    _need_tools()
+    done = subprocess.run(
+        ["make", "-C", str(SOURCE_DIR), "--no-print-directory", "latencyfs"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise LatencyFsError(f"building latencyfs failed:\n{done.stdout}{done.stderr}".rstrip())
+    return BINARY
+
+
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _fstype_at(mountpoint: str) -> str | None:
+    """The fstype of the topmost mount at ``mountpoint`` (absolute), if any."""
+    found = None
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split()
+            if _unescape(fields[4]) != mountpoint:
+                continue
+            sep = fields.index("-", 6)
+            found = fields[sep + 1]  # later lines are mounted on top
+    return found
+
+
+def _abs(path: str | os.PathLike[str]) -> str:
+    # Resolve the parent only: stat() on a dead FUSE mountpoint fails.
+    p = os.path.abspath(os.fspath(path))
+    return os.path.join(os.path.realpath(os.path.dirname(p)), os.path.basename(p))
+
+
+def is_mounted(mountpoint: str | os.PathLike[str]) -> bool:
+    """Whether a latencyfs is mounted at ``mountpoint``."""
+    return _fstype_at(_abs(mountpoint)) == FSTYPE
+
+
+def _ms(name: str, value: float) -> str:
+    if not math.isfinite(value) or value < 0:
+        raise LatencyFsError(f"{name} must be a non-negative number, not {value!r}")
+    return repr(float(value))
+
+
+def mount(
+    backing: str | os.PathLike[str],
+    mountpoint: str | os.PathLike[str],
+    *,
+    latency_ms: float = 1.0,
+    data_latency_ms: float | None = None,
+    max_inflight: int | None = None,
+    cache_seconds: float = 3.0,
+    threads: int | None = None,
+    max_background: int | None = None,
+) -> None:
+    """Mount a latencyfs over ``backing`` at ``mountpoint``; return once it is live.
+
+    ``latency_ms`` is charged to every metadata request, ``data_latency_ms``
+    (default: the same) to every read and write; ``max_inflight`` caps the
+    requests served at once (default: unlimited); ``cache_seconds`` is the
+    kernel's entry/attribute timeout (0 = no caching).  ``threads`` and
+    ``max_background`` override the daemon's tuning (see docs/latencyfs.md).
+    """
+    args = [
+        "--latency-ms", _ms("latency_ms", latency_ms),
+        "--cache-seconds", _ms("cache_seconds", cache_seconds),
+    ]  # fmt: skip
+    if data_latency_ms is not None:
+        args += ["--data-latency-ms", _ms("data_latency_ms", data_latency_ms)]
+    for name, value in (
+        ("max_inflight", max_inflight),
+        ("threads", threads),
+        ("max_background", max_background),
+    ):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise LatencyFsError(f"{name} must be a positive integer, not {value!r}")
+        args += ["--" + name.replace("_", "-"), str(value)]
+
+    if not Path("/dev/fuse").exists():
+        raise LatencyFsError("/dev/fuse does not exist: FUSE is not available here")
+    binary = build()
+    backing_abs = _abs(backing)
+    target = _abs(mountpoint)
+    if _fstype_at(target) is not None:
+        raise LatencyFsError(f"{target} is already a mount point")
+    os.makedirs(backing_abs, exist_ok=True)
+    os.makedirs(target, exist_ok=True)
+
+    # The daemon forks after the mount exists; the parent's exit status says
+    # whether mounting worked, and its stderr says why not.
+    done = subprocess.run(
+        [str(binary), *args, backing_abs, target],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        detail = (done.stderr or done.stdout).strip() or f"exit status {done.returncode}"
+        raise LatencyFsError(f"mounting latencyfs at {target} failed: {detail}")
+
+    deadline = time.monotonic() + MOUNT_TIMEOUT_S
+    while _fstype_at(target) != FSTYPE:
+        if time.monotonic() > deadline:
+            raise LatencyFsError(f"latencyfs at {target} did not appear")
+        time.sleep(POLL_S)
+    try:
+        os.statvfs(target)  # answered by the daemon: it is serving requests
+    except OSError as exc:
+        with contextlib.suppress(LatencyFsError):
+            umount(target)
+        raise LatencyFsError(f"latencyfs at {target} does not answer: {exc}") from exc
+
+
+def umount(mountpoint: str | os.PathLike[str]) -> None:
+    """Unmount the latencyfs at ``mountpoint`` (lazily if busy); wait until gone.
+
+    Does nothing when no latencyfs is mounted there.
+    """
+    target = _abs(mountpoint)
+    if not is_mounted(target):
+        return
+    if not shutil.which("fusermount3"):
+        raise LatencyFsError("fusermount3 is not on PATH")
+    done = subprocess.run(["fusermount3", "-u", target], capture_output=True, text=True, check=False)
+    if done.returncode != 0 and is_mounted(target):
+        # busy (an open file, a shell inside it): detach now, free later
+        lazy = subprocess.run(
+            ["fusermount3", "-u", "-z", target], capture_output=True, text=True, check=False
+        )
+        if lazy.returncode != 0 and is_mounted(target):
+            raise LatencyFsError(
+                f"unmounting {target} failed: {(lazy.stderr or done.stderr).strip()}"
+            )
+    deadline = time.monotonic() + MOUNT_TIMEOUT_S
+    while is_mounted(target):
+        if time.monotonic() > deadline:
+            raise LatencyFsError(f"latencyfs at {target} is still mounted")
+        time.sleep(POLL_S)
+
+
+@contextlib.contextmanager
+def mounted(
+    backing: str | os.PathLike[str], mountpoint: str | os.PathLike[str], **kw: object
+) -> Iterator[Path]:
+    """Mount for the duration of a ``with`` block; yields the mount point."""
+    mount(backing, mountpoint, **kw)  # type: ignore[arg-type]
+    try:
+        yield Path(_abs(mountpoint))
+    finally:
+        umount(mountpoint)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="latencyfs.py", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p_mount = sub.add_parser("mount", help="build if needed, mount in the background")
+    p_mount.add_argument("backing")
+    p_mount.add_argument("mountpoint")
+    p_mount.add_argument("--latency-ms", type=float, default=1.0)
+    p_mount.add_argument("--data-latency-ms", type=float, default=None)
+    p_mount.add_argument("--max-inflight", type=int, default=None)
+    p_mount.add_argument("--cache-seconds", type=float, default=3.0)
+    p_mount.add_argument("--threads", type=int, default=None, help=argparse.SUPPRESS)
+    p_mount.add_argument("--max-background", type=int, default=None, help=argparse.SUPPRESS)
+    p_umount = sub.add_parser("umount", help="unmount and wait until gone")
+    p_umount.add_argument("mountpoint")
+    sub.add_parser("build", help="build the daemon only")
+    ns = parser.parse_args(argv)
+    try:
+        if ns.cmd == "build":
+            build()
+        elif ns.cmd == "umount":
+            umount(ns.mountpoint)
+        else:
+            mount(
+                ns.backing,
+                ns.mountpoint,
+                latency_ms=ns.latency_ms,
+                data_latency_ms=ns.data_latency_ms,
+                max_inflight=ns.max_inflight,
+                cache_seconds=ns.cache_seconds,
+                threads=ns.threads,
+                max_background=ns.max_background,
+            )
+    except LatencyFsError as exc:
+        print(f"latencyfs: error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
