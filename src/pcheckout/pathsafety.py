@@ -1,0 +1,467 @@
+"""Refuse hostile trees before anything is written.
+
+A tree comes from someone else.  Before pcheckout writes a single byte it
+checks every path of the tree the way git's ``verify_path()`` does (git
+2.39: ``read-cache.c`` ``verify_path_internal``/``verify_dotfile``,
+``path.c`` ``is_ntfs_dotgit``/``is_ntfs_dot_generic``, ``utf8.c``
+``is_hfs_dot_generic``/``next_hfs_char``), re-stated here from their
+documented behaviour, plus the tree-level rules git enforces while it
+writes (no duplicate paths, nothing written below a non-directory such as a
+symlink created earlier in the same checkout).
+
+Paths are ``bytes`` with ``/`` separators, exactly as ``git ls-tree -r -z
+--full-tree`` prints them.  ``check_path`` returns a reason (the tail of a
+sentence whose subject is the path) or ``None``; ``check_tree`` raises
+:class:`~pcheckout.errors.UnsafeTreeError` naming the first offending entry.
+
+Rules beyond git's ``verify_path``: symlinks named ``.gitattributes``,
+``.gitignore`` and ``.mailmap`` (and their NTFS/HFS+ aliases) are refused.
+git's checkout writes them but git's fsck reports them
+(``gitattributesSymlink``, ``gitignoreSymlink``, ``mailmapSymlink``) and git
+refuses to follow them when it reads those files (2.32+).
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+import sys
+from collections.abc import Callable, Iterable
+
+from pcheckout.errors import GitError, UnsafeTreeError, quote_path
+
+__all__ = ["check_path", "check_tree", "protections_from_config"]
+
+# git config.c / environment.c: core.protectNTFS defaults to true on every
+# platform since git 2.24.1 (CVE-2019-1353); core.protectHFS defaults to true
+# only where git is built for macOS (config.mak.uname sets PROTECT_HFS_DEFAULT
+# for Darwin).
+PROTECT_NTFS_DEFAULT = True
+PROTECT_HFS_DEFAULT = sys.platform == "darwin"
+
+# utf8.c next_hfs_char(): code points HFS+ drops when it compares names, so
+# ".g\u200cit" names the same directory as ".git" there.
+HFS_IGNORABLE_CODE_POINTS = frozenset(
+    {
+        0x200C,  # ZERO WIDTH NON-JOINER
+        0x200D,  # ZERO WIDTH JOINER
+        0x200E,  # LEFT-TO-RIGHT MARK
+        0x200F,  # RIGHT-TO-LEFT MARK
+        0x202A,  # LEFT-TO-RIGHT EMBEDDING
+        0x202B,  # RIGHT-TO-LEFT EMBEDDING
+        0x202C,  # POP DIRECTIONAL FORMATTING
+        0x202D,  # LEFT-TO-RIGHT OVERRIDE
+        0x202E,  # RIGHT-TO-LEFT OVERRIDE
+        0x206A,  # INHIBIT SYMMETRIC SWAPPING
+        0x206B,  # ACTIVATE SYMMETRIC SWAPPING
+        0x206C,  # INHIBIT ARABIC FORM SHAPING
+        0x206D,  # ACTIVATE ARABIC FORM SHAPING
+        0x206E,  # NATIONAL DIGIT SHAPES
+        0x206F,  # NOMINAL DIGIT SHAPES
+        0xFEFF,  # ZERO WIDTH NO-BREAK SPACE
+    }
+)
+
+# path.c is_ntfs_dotgitmodules() and friends: (name without the dot, the
+# six-character prefix of the fallback 8.3 short name Windows derives from a
+# hash of the long name, whether git's verify_path refuses it as a symlink).
+# The last column is False for files only git's fsck flags (see module doc).
+PROTECTED_SYMLINK_NAMES: tuple[tuple[bytes, bytes, bool], ...] = (
+    (b"gitmodules", b"gi7eba", True),
+    (b"gitattributes", b"gi7d29", False),
+    (b"gitignore", b"gi250a", False),
+    (b"mailmap", b"maba30", False),
+)
+
+# Largest value git_parse_int() accepts (C int on every platform git supports).
+_GIT_INT_MAX = 2**31 - 1
+# git's get_unit_factor(): suffixes accepted after an integer config value.
+_GIT_UNIT_FACTORS = {b"": 1, b"k": 1024, b"m": 1024**2, b"g": 1024**3}
+_GIT_INT_RE = re.compile(rb"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)([kKmMgG]?)")
+
+_REFUSE = "refusing to check out: "
+
+# A path can only be dangerous if one of these occurs; everything else (the
+# vast majority: "src/foo.py", "docs/a b.txt", non-ASCII names) is safe
+# without looking at its components.  A component that starts with '.' or is
+# empty catches '.', '..', '.git*', '.mailmap', absolute and '//' paths;
+# '~' catches NTFS short names (git~1, gitmod~1, gi7eba~1); '\\' starts a new
+# NTFS component; a component starting with byte 0xE2 or 0xEF may start with
+# an HFS+-ignorable code point (U+200C..U+206F are E2 xx xx, U+FEFF is EF BB BF).
+_TRIGGER_ALWAYS = rb"(?:^|/)(?:[./]|\Z)|\x00"
+_TRIGGER_NTFS = rb"|[~\\]"
+_TRIGGER_HFS = rb"|(?:^|/)[\xe2\xef]"
+_TRIGGERS = {
+    (ntfs, hfs): re.compile(
+        _TRIGGER_ALWAYS + (_TRIGGER_NTFS if ntfs else b"") + (_TRIGGER_HFS if hfs else b"")
+    ).search
+    for ntfs in (False, True)
+    for hfs in (False, True)
+}
+
+
+def _show(path: bytes) -> str:
+    """A path for a message: quoted with '' unless quote_path already "quoted" it."""
+    text = quote_path(path)
+    return text if text.startswith('"') else f"'{text}'"
+
+
+# --------------------------------------------------------------------------
+# HFS+: utf8.c is_hfs_dot_generic()
+
+
+def _git_utf8_char(s: bytes, i: int) -> tuple[int, int]:
+    """Decode one character at ``s[i]`` as git's pick_one_utf8_char() does.
+
+    Returns (code point, length); length 0 means end of input or malformed
+    (git returns 0 for both).  Unlike Python's codec git also rejects
+    U+FFFE and U+FFFF.
+    """
+    n = len(s)
+    if i >= n:
+        return 0, 0
+    b0 = s[i]
+    if b0 < 0x80:
+        return b0, 1
+
+    def cont(k: int) -> bool:
+        return i + k < n and (s[i + k] & 0xC0) == 0x80
+
+    if (b0 & 0xE0) == 0xC0:
+        if not cont(1) or (b0 & 0xFE) == 0xC0:  # overlong
+            return 0, 0
+        return ((b0 & 0x1F) << 6) | (s[i + 1] & 0x3F), 2
+    if (b0 & 0xF0) == 0xE0:
+        if not (cont(1) and cont(2)):
+            return 0, 0
+        b1, b2 = s[i + 1], s[i + 2]
+        if (
+            (b0 == 0xE0 and (b1 & 0xE0) == 0x80)  # overlong
+            or (b0 == 0xED and (b1 & 0xE0) == 0xA0)  # surrogate
+            or (b0 == 0xEF and b1 == 0xBF and (b2 & 0xFE) == 0xBE)  # U+FFFE, U+FFFF
+        ):
+            return 0, 0
+        return ((b0 & 0x0F) << 12) | ((b1 & 0x3F) << 6) | (b2 & 0x3F), 3
+    if (b0 & 0xF8) == 0xF0:
+        if (
+            not (cont(1) and cont(2) and cont(3))
+            or (b0 == 0xF0 and (s[i + 1] & 0xF0) == 0x80)  # overlong
+            or (b0 == 0xF4 and s[i + 1] > 0x8F)  # above U+10FFFF
+            or b0 > 0xF4
+        ):
+            return 0, 0
+        cp = ((b0 & 0x07) << 18) | ((s[i + 1] & 0x3F) << 12)
+        return cp | ((s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F), 4
+    return 0, 0
+
+
+def _hfs_is_dot(component: bytes, needle: bytes) -> bool:
+    """Would HFS+ treat ``component`` as "." + needle (ASCII, lower case)?
+
+    Ignorable code points are skipped anywhere; letters compare ASCII
+    case-insensitively; after the needle only the end of the component may
+    follow.  Like git, a malformed UTF-8 sequence reads as "end", so
+    ".git\\xff" counts as ".git" (git refuses it too).
+    """
+    pos = 0
+
+    def next_char() -> int:
+        nonlocal pos
+        while True:
+            cp, length = _git_utf8_char(component, pos)
+            if not length:
+                return 0
+            pos += length
+            if cp not in HFS_IGNORABLE_CODE_POINTS:
+                return cp
+
+    if next_char() != 0x2E:  # '.'
+        return False
+    for want in needle:
+        c = next_char()
+        if c > 127 or (c | 0x20 if 0x41 <= c <= 0x5A else c) != want:
+            return False
+    return next_char() == 0
+
+
+# --------------------------------------------------------------------------
+# NTFS: path.c is_ntfs_dotgit(), is_ntfs_dot_generic()
+
+_SPACE, _DOT, _COLON, _BACKSLASH, _TILDE = 0x20, 0x2E, 0x3A, 0x5C, 0x7E
+
+
+def _ntfs_is_dotgit(rest: bytes) -> bool:
+    """``rest`` (a component, or its part after a backslash) names .git on NTFS.
+
+    ".git" or "git~1" (the short name .git gets as the first entry of a
+    fresh directory), any letter case, then only dots and spaces (NTFS drops
+    them) up to the end, a backslash or ':' (an alternate data stream such as
+    ".git::$INDEX_ALLOCATION").
+    """
+    head = rest[:5].lower()
+    if head.startswith(b".git"):
+        i = 4
+    elif head == b"git~1":
+        i = 5
+    else:
+        return False
+    for c in rest[i:]:
+        if c == _BACKSLASH or c == _COLON:
+            return True
+        if c != _DOT and c != _SPACE:
+            return False
+    return True
+
+
+def _ntfs_only_spaces_and_periods(rest: bytes, i: int, end_ok: bool) -> bool:
+    # is_ntfs_dot_generic() stops at NUL or ':' only (not at '\\' or '/'):
+    # end_ok says whether the end of ``rest`` is the end of the whole path.
+    for c in rest[i:]:
+        if c == _COLON:
+            return True
+        if c != _DOT and c != _SPACE:
+            return False
+    return end_ok
+
+
+def _ntfs_is_dot(rest: bytes, name: bytes, short_prefix: bytes, end_ok: bool) -> bool:
+    """``rest`` names "." + name on NTFS: itself, "name6~N" or its hashed 8.3 form."""
+    n = len(name)
+    if rest[:1] == b"." and rest[1 : 1 + n].lower() == name:
+        return _ntfs_only_spaces_and_periods(rest, n + 1, end_ok)
+    # Regular short name: first six characters, '~', 1..4.
+    if rest[:6].lower() == name[:6] and rest[6:7] == b"~" and len(rest) > 7 and 0x31 <= rest[7] <= 0x34:
+        return _ntfs_only_spaces_and_periods(rest, 8, end_ok)
+    # Fallback short name: up to six characters of the hashed prefix, '~', digits.
+    saw_tilde = False
+    i = 0
+    while i < 8:
+        if i >= len(rest):
+            return False
+        c = rest[i]
+        if saw_tilde:
+            if not 0x30 <= c <= 0x39:
+                return False
+        elif c == _TILDE:
+            i += 1
+            if i >= len(rest) or not 0x31 <= rest[i] <= 0x39:
+                return False
+            saw_tilde = True
+        elif i >= 6 or c & 0x80:
+            return False
+        elif (c | 0x20 if 0x41 <= c <= 0x5A else c) != short_prefix[i]:
+            return False
+        i += 1
+    return _ntfs_only_spaces_and_periods(rest, 8, end_ok)
+
+
+def _ntfs_pieces(component: bytes) -> Iterable[tuple[int, bytes]]:
+    """The component and every part of it after a backslash (git's protectNTFS
+    treats '\\' as a separator when it looks for .git, even on Linux)."""
+    yield 0, component
+    start = component.find(b"\\")
+    while start != -1:
+        yield start + 1, component[start + 1 :]
+        start = component.find(b"\\", start + 1)
+
+
+# --------------------------------------------------------------------------
+# Per-component rules
+
+
+def _alias_note(component: bytes, piece_at: int, what: str, where: str) -> str:
+    if where == "case":
+        return f" ({_show(component)} is {what} on a case-insensitive filesystem)"
+    if where == "hfs":
+        return f" ({_show(component)} is {what} on HFS+, which ignores invisible code points)"
+    if piece_at:
+        return (
+            f" (NTFS treats the backslash in {_show(component)} as a separator"
+            f" and {_show(component[piece_at:])} as {what})"
+        )
+    return f" ({_show(component)} is {what} on NTFS)"
+
+
+def _dotgit_note(component: bytes, ntfs: bool, hfs: bool) -> str | None:
+    """None if ``component`` cannot name .git; else "" or an alias explanation."""
+    if component.lower() == b".git":
+        return "" if component == b".git" else _alias_note(component, 0, ".git", "case")
+    if hfs and not component.isascii() and _hfs_is_dot(component, b"git"):
+        return _alias_note(component, 0, ".git", "hfs")
+    if ntfs:
+        for at, piece in _ntfs_pieces(component):
+            if _ntfs_is_dotgit(piece):
+                return _alias_note(component, at, ".git", "ntfs")
+    return None
+
+
+def _symlink_note(component: bytes, last: bool, ntfs: bool, hfs: bool) -> tuple[str, str] | None:
+    """(".name", note) if a symlink entry may not have this component."""
+    for name, short_prefix, git_refuses in PROTECTED_SYMLINK_NAMES:
+        if not (last or git_refuses):
+            continue
+        dotted = "." + name.decode("ascii")
+        if component.lower() == b"." + name:
+            note = "" if component == b"." + name else _alias_note(component, 0, dotted, "case")
+            return dotted, note
+        if hfs and not component.isascii() and _hfs_is_dot(component, name):
+            return dotted, _alias_note(component, 0, dotted, "hfs")
+        if ntfs:
+            for at, piece in _ntfs_pieces(component):
+                if _ntfs_is_dot(piece, name, short_prefix, end_ok=last):
+                    return dotted, _alias_note(component, at, dotted, "ntfs")
+    return None
+
+
+def _check_components(path: bytes, mode: int, ntfs: bool, hfs: bool) -> str | None:
+    if not path:
+        return "is an empty path"
+    if b"\x00" in path:
+        return "contains a NUL byte"
+    if path.startswith(b"/"):
+        return "is an absolute path"
+    symlink = stat.S_ISLNK(mode)
+    components = path.split(b"/")
+    last_index = len(components) - 1
+    for index, component in enumerate(components):
+        last = index == last_index
+        if not component:
+            return "has an empty path component"
+        if component == b".":
+            return "has a '.' path component"
+        if component == b"..":
+            return "has a '..' path component (it could point outside the destination)"
+        note = _dotgit_note(component, ntfs, hfs)
+        if note is not None:
+            return ("would be written as .git" if last else "would write inside .git") + note
+        if symlink:
+            found = _symlink_note(component, last, ntfs, hfs)
+            if found is not None:
+                dotted, note = found
+                if last:
+                    return f"would make {dotted} a symlink" + note
+                return f"is a symlink below {dotted}, which git refuses" + note
+    return None
+
+
+def check_path(
+    path: bytes, mode: int, *, protect_ntfs: bool = True, protect_hfs: bool = True
+) -> str | None:
+    """Why git would refuse to check out ``path`` with ``mode``, or None if safe.
+
+    The reason completes a sentence whose subject is the path, e.g.
+    ``check_path(b".git/config", 0o100644)`` is ``"would write inside .git"``.
+    ``protect_ntfs``/``protect_hfs`` are git's ``core.protectNTFS`` and
+    ``core.protectHFS`` (see :func:`protections_from_config`).
+    """
+    if _TRIGGERS[protect_ntfs, protect_hfs](path) is None:
+        return None
+    return _check_components(path, mode, protect_ntfs, protect_hfs)
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISREG(mode):
+        return "file"
+    return "submodule"  # git's canon_mode(): everything else is a gitlink
+
+
+def check_tree(
+    entries: Iterable[tuple[bytes, int]], *, protect_ntfs: bool = True, protect_hfs: bool = True
+) -> None:
+    """Raise UnsafeTreeError naming the first entry git would refuse to write.
+
+    ``entries`` are (path, mode) in tree order, full paths as listed by
+    ``git ls-tree -r -z --full-tree``.  Besides :func:`check_path` for every
+    entry, an entry is refused if its path was listed before, or if it and an
+    earlier entry are a non-directory and a path below it (a symlink ``link``
+    and ``link/x`` in either order: ``link/x`` would be written through the
+    symlink).  Directory entries (``ls-tree -t``) are accepted as directories.
+    "First" is the first entry in ``entries`` that conflicts with itself or
+    with an entry before it.
+    """
+    trigger = _TRIGGERS[protect_ntfs, protect_hfs]
+    files: dict[bytes, int] = {}  # non-directory path -> mode
+    dirs: dict[bytes, bytes] = {}  # leading directory -> first entry below it
+    last_parent: bytes | None = None
+    for path, mode in entries:
+        if trigger(path) is not None:
+            reason = _check_components(path, mode, protect_ntfs, protect_hfs)
+            if reason is not None:
+                raise UnsafeTreeError(_REFUSE + _show(path) + " " + reason)
+        if stat.S_ISDIR(mode):
+            if path in files:
+                raise UnsafeTreeError(
+                    f"{_REFUSE}{_show(path)} is listed as a directory and as a {_kind(files[path])}"
+                )
+            parent: bytes = path
+            last_parent = None
+        else:
+            if path in files:
+                raise UnsafeTreeError(f"{_REFUSE}{_show(path)} is listed twice in the tree")
+            below = dirs.get(path)
+            if below is not None:
+                raise UnsafeTreeError(
+                    f"{_REFUSE}{_show(path)} is a {_kind(mode)} but also the leading directory"
+                    f" of {_show(below)}"
+                )
+            files[path] = mode
+            parent = path.rpartition(b"/")[0]
+            if parent == last_parent:
+                continue  # its leading directories were checked for the entry before
+            last_parent = parent
+        # Every directory in ``dirs`` has its ancestors in ``dirs`` too, and
+        # none of them is in ``files``: stop at the first one already known.
+        while parent and parent not in dirs:
+            blocker = files.get(parent)
+            if blocker is not None:
+                raise UnsafeTreeError(
+                    f"{_REFUSE}{_show(path)} would be written through the {_kind(blocker)}"
+                    f" {_show(parent)}"
+                )
+            dirs[parent] = path
+            parent = parent.rpartition(b"/")[0]
+
+
+# --------------------------------------------------------------------------
+# Configuration
+
+
+def _git_bool(key: str, value: str) -> bool:
+    """git_config_bool(): text booleans, else an int (base 0, k/m/g suffix)."""
+    lowered = value.lower()
+    if lowered in ("true", "yes", "on"):
+        return True
+    if lowered in ("false", "no", "off", ""):
+        return False
+    match = _GIT_INT_RE.fullmatch(value.encode("utf-8", "surrogateescape"))
+    if match is not None:
+        _sign, digits, unit = match.groups()
+        if digits[:2] in (b"0x", b"0X"):
+            number = int(digits[2:], 16)
+        else:
+            number = int(digits, 8 if digits.startswith(b"0") else 10)
+        if number * _GIT_UNIT_FACTORS[unit.lower()] <= _GIT_INT_MAX:
+            return number != 0
+    raise GitError(f"bad boolean config value '{value}' for '{key}'")
+
+
+def protections_from_config(get: Callable[[str], str | None]) -> tuple[bool, bool]:
+    """(protect_ntfs, protect_hfs) from ``get("core.protectntfs")`` and
+    ``get("core.protecthfs")``; git's defaults where ``get`` returns None.
+
+    Values are parsed like git_config_bool() (true/yes/on, false/no/off, the
+    empty string is false, integers are true unless 0).  A key written without
+    ``=`` is true in git but ``git config --get`` prints it as an empty
+    string: pass ``git config --type=bool --get`` output (or "true") for it.
+    Raises GitError for a value git itself would die on.
+    """
+    results = []
+    for key, default in (
+        ("core.protectntfs", PROTECT_NTFS_DEFAULT),
+        ("core.protecthfs", PROTECT_HFS_DEFAULT),
+    ):
+        value = get(key)
+        results.append(default if value is None else _git_bool(key, value))
+    return results[0], results[1]
