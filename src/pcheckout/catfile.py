@@ -5,6 +5,13 @@ Protocol (git-cat-file(1), BATCH OUTPUT): for each request line git answers
 With ``--filters`` a request is ``<oid> SP <path>`` and the contents are what
 ``git checkout`` would write for that path (eol, ident, smudge filters).
 
+With ``--filters`` the header's size is the size of the *stored* blob, not of
+the converted contents that follow (git's t8010 pins this), so converted
+answers are not self-delimiting.  Each filtered request is therefore followed
+by a request for a random object name that does not exist; git answers it with
+``<name> missing``, and the converted contents are exactly the bytes before
+``LF <name> SP missing LF``.  The name is 160 fresh random bits per process.
+
 The caller pipelines: it may send many requests before reading answers.  It
 must keep the unread request bytes below one pipe page (``REQUEST_WINDOW``) so
 that a write to git's stdin can never block while git itself is blocked
@@ -18,6 +25,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .errors import CatFileError, decode
 from .git import Git
@@ -40,6 +48,63 @@ class State(enum.Enum):
     OPEN = 1
     CLOSED = 2  # we closed it
     BROKEN = 3  # it died, lied or was cut short
+
+
+class _Reader:
+    """A small buffered reader over a pipe that can also scan for a marker."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw = raw  # the unbuffered pipe (owns the fd)
+        self.buf = b""
+        self.pos = 0
+
+    def _fill(self) -> bool:
+        chunk = self.raw.read(READ_BUFFER)
+        if not chunk:
+            return False
+        self.buf = self.buf[self.pos:] + chunk
+        self.pos = 0
+        return True
+
+    def readline(self) -> bytes:
+        while True:
+            i = self.buf.find(b"\n", self.pos)
+            if i >= 0:
+                line = self.buf[self.pos : i + 1]
+                self.pos = i + 1
+                return line
+            if not self._fill():
+                rest = self.buf[self.pos :]
+                self.pos = len(self.buf)
+                return rest
+
+    def read(self, n: int) -> bytes:
+        while len(self.buf) - self.pos < n:
+            if not self._fill():
+                break
+        data = self.buf[self.pos : self.pos + n]
+        self.pos += len(data)
+        return data
+
+    def read_until(self, marker: bytes, sink: Callable[[bytes], None]) -> bool:
+        """Pass everything before ``marker`` to ``sink``; consume the marker."""
+        keep = len(marker) - 1
+        while True:
+            i = self.buf.find(marker, self.pos)
+            if i >= 0:
+                if i > self.pos:
+                    sink(self.buf[self.pos : i])
+                self.pos = i + len(marker)
+                return True
+            safe = len(self.buf) - keep
+            if safe > self.pos + READ_BUFFER // 4:  # bounded memory for huge answers
+                sink(self.buf[self.pos : safe])
+                self.pos = safe
+            if not self._fill():
+                return False
+
+    def close(self) -> None:
+        self.raw.close()
 
 
 class CatFile:
@@ -72,7 +137,7 @@ class CatFile:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
-            bufsize=READ_BUFFER,
+            bufsize=0 if filters else READ_BUFFER,
             close_fds=True,
         )
         try:
@@ -85,7 +150,11 @@ class CatFile:
             raise CatFileError(f"cannot start git cat-file: {exc}") from None
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in = self.proc.stdin
-        self._out = self.proc.stdout
+        self._out: Any = self.proc.stdout
+        if filters:
+            self._out = _Reader(self.proc.stdout)
+            self._sentinel = os.urandom(20).hex().encode("ascii")
+            self._marker = b"\n" + self._sentinel + b" missing\n"
         self.state = State.OPEN
 
     # -- requests -------------------------------------------------------------
@@ -93,7 +162,7 @@ class CatFile:
         term = b"\0" if self.nul else b"\n"
         if self.filters:
             assert path is not None
-            return oid.encode("ascii") + b" " + path + term
+            return oid.encode("ascii") + b" " + path + term + self._sentinel + b" -" + term
         return oid.encode("ascii") + term
 
     def send(self, data: bytes) -> None:
@@ -125,6 +194,11 @@ class CatFile:
         if len(data) != size + 1 or data[-1] != 10:
             self._broken(f"cut an answer short ({max(len(data) - 1, 0)} of {size} bytes)")
         return data[:-1]
+
+    def read_filtered(self, sink: Callable[[bytes], None]) -> None:
+        """Converted contents (after ``read_header``): up to the sentinel's answer."""
+        if not self._out.read_until(self._marker, sink):
+            self._broken("cut a converted answer short")
 
     def stream_to(self, size: int, sink: Callable[[bytes], None]) -> None:
         """Pass ``size`` bytes of contents to ``sink`` in bounded pieces."""

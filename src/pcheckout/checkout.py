@@ -449,8 +449,10 @@ def _write_attributes_first(
             else:
                 filt.last_request = filt.request_line(e.oid, e.path)
                 filt.send(filt.last_request)
-                _kind, size = filt.read_header(e.oid)
-                data = filt.read_small(size)
+                filt.read_header(e.oid)
+                parts: list[bytes] = []
+                filt.read_filtered(parts.append)
+                data = b"".join(parts)
             path = root_b + b"/" + e.path
             if data != raw[i]:
                 _replace_file(path, data, e.mode)

@@ -317,7 +317,16 @@ class Engine:
                 f"tree entry {e.path.decode('utf-8', 'backslashreplace')} is a {kind.decode()}, "
                 "not a blob"
             )
-        if e.mode == MODE_SYMLINK:
+        if cf.filters:
+            if size <= SMALL_BLOB:
+                parts: list[bytes] = []
+                cf.read_filtered(parts.append)
+                data = b"".join(parts)
+                self._write_file(i, e, data, None, len(data))
+                size = len(data)
+            else:
+                size = self._write_file(i, e, None, cf, -1)
+        elif e.mode == MODE_SYMLINK:
             target = cf.read_small(size)
             self._write_symlink(i, e, target)
         elif size <= SMALL_BLOB:
@@ -333,7 +342,8 @@ class Engine:
 
     def _write_file(
         self, i: int, e: Entry, data: bytes | None, cf: CatFile | None, size: int
-    ) -> None:
+    ) -> int:
+        """Create and fill one file; ``size=-1`` streams converted contents."""
         parent = e.path.rpartition(b"/")[0]
         if parent and parent not in self._dirs_made:
             self._ensure_dir(parent)
@@ -348,16 +358,24 @@ class Engine:
                 self._remove_in_the_way(path)
                 fd = os.open(path, O_CREATE, mode)
         except OSError as exc:
-            if cf is not None:
-                cf.skip(size)
             raise WriteError(e.path, exc) from None
+        written = [0]
+
+        def sink(chunk: bytes) -> None:
+            _write_all(fd, chunk)
+            written[0] += len(chunk)
+
         try:
             try:
                 if data is not None:
                     _write_all(fd, data)
+                    written[0] = len(data)
+                elif size < 0:
+                    assert cf is not None
+                    cf.read_filtered(sink)
                 else:
                     assert cf is not None
-                    cf.stream_to(size, lambda chunk: _write_all(fd, chunk))
+                    cf.stream_to(size, sink)
                 self.stats[i] = os.fstat(fd)
             finally:
                 os.close(fd)
@@ -367,6 +385,7 @@ class Engine:
         except BaseException:
             _unlink_quietly(path)  # never leave a truncated file behind
             raise
+        return written[0]
 
     def _write_symlink(self, i: int, e: Entry, target: bytes) -> None:
         if not self.opts.symlinks:  # core.symlinks=false: a plain file holding the target
