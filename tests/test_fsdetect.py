@@ -258,6 +258,16 @@ def test_detect_survives_a_probe_that_never_answers(monkeypatch: pytest.MonkeyPa
     assert any("did not answer" in n for n in info.notes)
 
 
+@pytest.mark.skipif(not LINUX, reason="needs Linux /proc")
+def test_detect_survives_a_failing_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(path: str) -> object:
+        raise PermissionError(13, "Permission denied", path)
+
+    monkeypatch.setattr(fsdetect, "_probe", failing)
+    info = detect("/")
+    assert info.mount_point == "/" and any("Permission denied" in n for n in info.notes)
+
+
 # --- off Linux ---------------------------------------------------------------------------------
 
 

@@ -314,7 +314,7 @@ def nearest_existing(path: str) -> str:
         try:
             os.lstat(probe)
             return probe
-        except (FileNotFoundError, NotADirectoryError):
+        except OSError:  # ENOENT, ENOTDIR, EACCES on a component, ELOOP ...: go up
             parent = os.path.dirname(probe)
             if parent == probe:
                 return probe
@@ -699,6 +699,10 @@ def _detect_linux(path: str, timeout: float, depth: int) -> FsInfo:
             "down?); classified from the mount table by path prefix only. The stuck call was "
             "left in a background thread."
         )
+    except OSError as exc:
+        probe = None
+        notes.append(f"Looking at {path} failed ({exc.strerror or exc}); classified from the "
+                     "mount table by path prefix only.")
     entry: mi.MountEntry | None = None
     mount_id: int | None = None
     probed = path
