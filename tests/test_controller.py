@@ -34,6 +34,16 @@ def cpu_bound(peak: int = 2, best: float = 25_000.0) -> Curve:
     return lambda n: best * (n / peak if n <= peak else math.sqrt(peak / n))
 
 
+def settle(c: Controller, curve: Curve, noise: float = 0.0, rng: random.Random | None = None) -> None:
+    """Drive until the controller is settled (it may be in a periodic re-check right now)."""
+    rng = rng or random.Random(0)
+    for _ in range(50):
+        if c.settled:
+            return
+        drive(c, curve, 1, noise=noise, rng=rng)
+    raise AssertionError(f"not settled: {c.changes}")
+
+
 def best_rate(curve: Curve, maximum: int = 64) -> float:
     return max(curve(n) for n in range(1, maximum + 1))
 
@@ -96,8 +106,9 @@ def test_latency_bound_converges_to_the_plateau(initial: int, noise: float) -> N
     curve = latency_bound(32)
     for seed in SEEDS:
         c = Controller(initial)
-        drive(c, curve, 100, noise=noise, rng=random.Random(seed))
-        assert c.settled, (seed, c.changes)
+        rng = random.Random(seed)
+        drive(c, curve, 100, noise=noise, rng=rng)
+        settle(c, curve, noise, rng)
         assert curve(c.limit) * TOLERANCE >= best_rate(curve), (seed, c.limit, c.changes)
 
 
@@ -107,8 +118,9 @@ def test_cpu_bound_converges_to_the_peak(initial: int, noise: float) -> None:
     curve = cpu_bound(peak=2)
     for seed in SEEDS:
         c = Controller(initial)
-        drive(c, curve, 100, noise=noise, rng=random.Random(seed))
-        assert c.settled, (seed, c.changes)
+        rng = random.Random(seed)
+        drive(c, curve, 100, noise=noise, rng=rng)
+        settle(c, curve, noise, rng)
         assert curve(c.limit) * TOLERANCE >= best_rate(curve), (seed, c.limit, c.changes)
         assert c.limit == 2
 
@@ -119,8 +131,9 @@ def test_flat_curve_keeps_the_guess(noise: float, allowed: set[int]) -> None:
     take one step (harmless on a flat curve), never a walk towards either end."""
     for seed in SEEDS:
         c = Controller(8)
-        drive(c, lambda n: 20_000.0, 200, noise=noise, rng=random.Random(seed))
-        assert c.settled
+        rng = random.Random(seed)
+        drive(c, lambda n: 20_000.0, 200, noise=noise, rng=rng)
+        settle(c, lambda n: 20_000.0, noise, rng)
         assert c.limit in allowed, (seed, c.changes)
 
 
@@ -149,13 +162,20 @@ def test_no_wild_oscillation_after_settling(curve: Curve) -> None:
         c = Controller(8)
         rng = random.Random(seed)
         drive(c, curve, 60, noise=0.2, rng=rng)
-        assert c.settled
+        settle(c, curve, 0.2, rng)
         settled_limit = c.limit
         before = len(c.changes)
         used = drive(c, curve, 1000, noise=0.2, rng=rng)
-        # Stationary noise never re-opens probing: not one change in 1000 intervals.
-        assert len(c.changes) == before
-        assert set(used) == {settled_limit}
+        # Only the periodic re-checks probe, exponentially spaced (16, 32, 64, ... samples):
+        # at most log2(1000 / 16) + 1 = 6 episodes, each a probe or two and back.
+        assert len(c.changes) - before <= 4 * 7, c.changes[before:]
+        good = [n for n in used if curve(n) * TOLERANCE >= best_rate(curve)]
+        assert len(good) >= 0.95 * len(used)
+        # (On the flat curve a re-check may take one harmless step; elsewhere it stays put.)
+        if curve(1) != curve(64):
+            assert used.count(settled_limit) >= 0.9 * len(used)
+        assert direction_changes(used) <= 4 * 7
+        assert curve(c.limit) * TOLERANCE >= best_rate(curve)
 
 
 def direction_changes(used: list[int]) -> int:
@@ -167,9 +187,11 @@ def test_probing_is_monotone_then_at_most_one_reversal() -> None:
     """Per episode: up while it pays, at most one step back, then down while that pays."""
     for seed in SEEDS:
         c = Controller(4)
-        used = drive(c, latency_bound(32), 100, noise=0.2, rng=random.Random(seed))
-        # limit path like 4 8 16 32 64 32: every probe that is rejected returns once.
-        assert direction_changes(used) <= 3, used
+        drive(c, latency_bound(32), 100, noise=0.2, rng=random.Random(seed))
+        first = next(i for i, ch in enumerate(c.changes) if ch.reason == "settle")
+        path = [c.initial] + [ch.new for ch in c.changes[: first + 1]]
+        # limit path like 4 8 16 32 64 32: the rejected probe up, then the rejected one down.
+        assert direction_changes(path) <= 2, path
 
 
 def test_big_file_phase_is_not_mistaken_for_a_slowdown() -> None:
@@ -177,21 +199,23 @@ def test_big_file_phase_is_not_mistaken_for_a_slowdown() -> None:
     curve = latency_bound(16)
     c = Controller(4)
     drive(c, curve, 60, noise=0.1)
-    assert c.settled
-    before = (c.limit, len(c.changes))
-    drive(c, curve, 200, noise=0.1, as_bytes=True)
-    assert (c.limit, len(c.changes)) == before
+    settle(c, curve, 0.1)
+    settled_limit = c.limit
+    used = drive(c, curve, 200, noise=0.1, as_bytes=True)
+    assert "re-adapted" not in c.summary()
+    assert c.limit >= 16 and used.count(settled_limit) >= 0.9 * len(used)
 
 
 def test_a_real_change_of_the_curve_is_followed() -> None:
     """The optimum moves from 2 (CPU-bound) to 32 (latency-bound): a re-probe finds it."""
     c = Controller(2)
     drive(c, cpu_bound(2), 60, noise=0.1)
-    assert c.settled and c.limit == 2
+    settle(c, cpu_bound(2), 0.1)
+    assert c.limit == 2
     drive(c, latency_bound(32, per_worker=200.0), 200, noise=0.1)
-    assert c.settled
+    settle(c, latency_bound(32, per_worker=200.0), 0.1)
     assert c.limit >= 32
-    assert "re-probe" in c.summary()
+    assert "re-adapted" in c.summary()
 
 
 def test_reprobes_back_off() -> None:
@@ -201,9 +225,11 @@ def test_reprobes_back_off() -> None:
     for _ in range(20):
         drive(c, cpu_bound(2), 20, noise=0.1, rng=rng)
         drive(c, lambda n: cpu_bound(2)(n) * 3, 20, noise=0.1, rng=rng)
-    # 800 intervals, 40 regime switches; the re-probe gap doubles each time.
-    assert c.summary().count("re-probe") == 1
-    assert len(c.changes) <= 40
+    # 800 intervals, 40 regime switches; the re-probe gap doubles each time (16, 32, ...):
+    # at most log2(800 / 16) + 1 = 6 re-probes, each a couple of limit changes.
+    assert c.elapsed == pytest.approx(800 * INTERVAL_S)
+    assert len(c.changes) <= 3 * 7
+    assert c.limit == 2
 
 
 def test_slow_intervals_are_pooled_into_one_sample() -> None:
@@ -242,4 +268,4 @@ def test_summary() -> None:
     drive(c, latency_bound(32), 100)
     text = c.summary()
     assert text.startswith("adapted 4 -> ")
-    assert "settled after" in text and text.endswith(" s")
+    assert "settled after" in text

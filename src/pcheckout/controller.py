@@ -23,10 +23,12 @@ The algorithm (the full write-up with provenance is ``docs/tuning.md``):
   :data:`MAX_SAMPLES_PER_TRIAL` (the bar falls as samples accumulate).
 * **Settle.**  When neither neighbour (x2, /2) pays, the controller settles and stops probing:
   the curve is flat there, and a flat curve costs nothing to sit on.
-* **Composition changes.**  After settling it watches the rate at the settled count.  Only a
-  sustained jump (:data:`DRIFT` for :data:`DRIFT_SAMPLES` samples in a row, far outside the
-  noise) starts a fresh probing episode from the settled count, and each re-probe doubles the
-  number of samples that must pass before the next one, so noise can never make it oscillate.
+* **Composition changes and wrong decisions.**  After settling it watches the rate at the
+  settled count.  A sustained jump (:data:`DRIFT` for :data:`DRIFT_SAMPLES` samples in a row,
+  far outside the noise) starts a fresh probing episode measured from the new regime; otherwise
+  a periodic re-check probes the neighbours against the settled moving average.  Each re-probe
+  doubles the samples that must pass before the next one (:data:`REPROBE_AFTER`), so noise can
+  never make it oscillate: at most ``log2(n / REPROBE_AFTER)`` episodes in ``n`` samples.
 """
 
 from __future__ import annotations
@@ -81,8 +83,15 @@ DRIFT: float = 0.35
 #: With +-20% noise three consecutive 35% deviations are impossible; a real change of the
 #: workload's composition (e.g. a directory of huge files) shows in every sample.
 DRIFT_SAMPLES: int = 3
-#: Samples that must pass after settling before the first re-probe; doubled after each re-probe.
-REPROBE_AFTER: int = 4
+#: Samples that must pass after settling before the first re-probe (on drift, or a periodic
+#: re-check of the neighbours); doubled after each re-probe, so at most log2(n / REPROBE_AFTER) re-probes
+#: happen in n samples.  At ~1 sample per interval: 1.6 s, then 3.2 s, 6.4 s, ... after settling,
+#: so a ~1.5 s tmpfs checkout is not charged for re-checks; a 2 ms-latency one (tens of s) is.
+REPROBE_AFTER: int = 16
+#: A periodic re-check keeps a probe only if it beats the settled rate by this much: it is there
+#: to catch a large gain a noisy early sample hid (a doubling below a latency knee: +30..100%),
+#: not to wander along a flat curve on noise (simulated at +-20%: NOISE_MARGIN let it drift).
+RECHECK_MARGIN: float = 0.25
 #: Weight of a new sample in the settled rate's moving average (slow: follows gradual change).
 SETTLED_EWMA_ALPHA: float = 0.2
 
@@ -125,8 +134,11 @@ class Controller:
         self._settled_samples = 0
         self._drift_streak = 0
         self._drift_sign = 0
+        self._streak_rates: list[float] = []
         self._reprobe_after = REPROBE_AFTER
         self._episodes = 1
+        self._readapted = 0  # drift-triggered re-probes
+        self._margin = NOISE_MARGIN
         self.changes: list[Change] = []
 
     # -- public -------------------------------------------------------------------------------
@@ -177,7 +189,7 @@ class Controller:
             tail = f"settled after {self._settled_at:.1f} s"
         else:
             tail = f"still probing when the checkout ended ({self._elapsed:.1f} s)"
-        extra = f", {self._episodes - 1} re-probe(s)" if self._episodes > 1 else ""
+        extra = f", re-adapted {self._readapted}x to a changed workload" if self._readapted else ""
         return f"{head}, {tail}{extra}"
 
     # -- the algorithm --------------------------------------------------------------------------
@@ -218,7 +230,7 @@ class Controller:
         decisive = abs(ratio - 1.0) > EARLY_DECISION / math.sqrt(n)
         if not decisive and n < MAX_SAMPLES_PER_TRIAL:
             return
-        if ratio > 1.0 + NOISE_MARGIN:
+        if ratio > 1.0 + self._margin:
             self._direction = 1 if candidate > self._home else -1
             self._home = candidate
         self._next_move()
@@ -228,7 +240,7 @@ class Controller:
         while True:
             base = self._mean(self._home)
             for n in self._neighbours():
-                if n in self._stats and self._mean(n) > base * (1.0 + NOISE_MARGIN):
+                if n in self._stats and self._mean(n) > base * (1.0 + self._margin):
                     self._direction = 1 if n > self._home else -1
                     self._home = n
                     break  # re-evaluate from the new home
@@ -251,14 +263,16 @@ class Controller:
         self._drift_sign = 0
 
     def _watch(self, rate: float) -> None:
-        """Settled: follow the rate slowly; re-open probing only on a sustained jump."""
+        """Settled: follow the rate slowly; re-open probing on a sustained jump or a re-check."""
         self._settled_samples += 1
         ratio = rate / self._settled_rate
         sign = 1 if ratio > 1.0 + DRIFT else -1 if ratio < 1.0 / (1.0 + DRIFT) else 0
         if sign != 0 and sign == self._drift_sign:
             self._drift_streak += 1
+            self._streak_rates.append(rate)
         else:
             self._drift_streak = 1 if sign else 0
+            self._streak_rates = [rate] if sign else []
         self._drift_sign = sign
         if sign == 0:
             # log-space EWMA: symmetric for rises and falls.
@@ -266,9 +280,24 @@ class Controller:
                 (1 - SETTLED_EWMA_ALPHA) * math.log(self._settled_rate)
                 + SETTLED_EWMA_ALPHA * math.log(rate)
             )
-        if self._drift_streak >= DRIFT_SAMPLES and self._settled_samples >= self._reprobe_after:
-            self._reprobe_after *= 2
-            self._episodes += 1
-            self._stats = {self._home: [rate]}
-            self._direction = 1
-            self._phase = Phase.MEASURING
+        if self._settled_samples < self._reprobe_after:
+            return
+        if self._drift_streak >= DRIFT_SAMPLES:
+            # The workload changed: measure afresh from the new regime's samples.
+            self._readapted += 1
+            self._reopen(list(self._streak_rates), NOISE_MARGIN)
+        elif sign == 0:
+            # Periodic re-check: one wrong early decision (e.g. a noisy sample that hid a real
+            # gain) must not pin a 2 ms-latency checkout at a low count for its whole life.
+            # The baseline is the settled moving average, which many samples back.
+            self._reopen([self._settled_rate], RECHECK_MARGIN)
+
+    def _reopen(self, baseline: list[float], margin: float) -> None:
+        self._margin = margin
+        self._reprobe_after *= 2
+        self._episodes += 1
+        self._stats = {self._home: baseline}
+        self._direction = 1
+        self._phase = Phase.MEASURING
+        if len(baseline) >= BASELINE_SAMPLES:
+            self._next_move()
