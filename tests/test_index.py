@@ -130,6 +130,16 @@ def odd_repo(tmp_path: Path, object_format: str) -> Path:
     return repo
 
 
+@pytest.fixture
+def small_repo(tmp_path: Path) -> Path:
+    """A sha1 repository with a few staged files, for tests about the file, not the names."""
+    repo = init_repo(tmp_path, "sha1")
+    for name in (b"a.txt", b"dir/b.txt", b"dir/c.txt"):
+        write_file(repo, name, name)
+    git(repo, "add", "-A")
+    return repo
+
+
 def ls_files_stage(repo: Path) -> list[bytes]:
     return [r for r in git(repo, "ls-files", "-s", "-z").split(b"\0") if r]
 
@@ -208,8 +218,8 @@ def test_read_matches_ls_files_and_debug_stat(odd_repo: Path, object_format: str
     assert all(len(e.oid) == RAWSZ[object_format] and e.flags == 0 for e in idx.entries)
 
 
-def test_read_accepts_str_bytes_and_pathlike(odd_repo: Path) -> None:
-    p = index_path(odd_repo)
+def test_read_accepts_str_bytes_and_pathlike(small_repo: Path) -> None:
+    p = index_path(small_repo)
     assert read_index(p) == read_index(str(p)) == read_index(os.fsencode(p))
 
 
@@ -346,45 +356,45 @@ def test_duplicate_or_mixed_stage_entries_are_refused(tmp_path: Path, second_sta
 # --- (5) the lock ----------------------------------------------------------------------------
 
 
-def test_existing_lock_is_an_error_and_leaves_everything_alone(odd_repo: Path) -> None:
-    before = index_path(odd_repo).read_bytes()
-    lock = index_path(odd_repo).with_name("index.lock")
+def test_existing_lock_is_an_error_and_leaves_everything_alone(small_repo: Path) -> None:
+    before = index_path(small_repo).read_bytes()
+    lock = index_path(small_repo).with_name("index.lock")
     lock.write_bytes(b"someone else's")
 
     with pytest.raises(IndexLockError) as info:
-        idx = read_index(index_path(odd_repo))
-        write_index(index_path(odd_repo), idx.entries, hash_name=idx.hash_name)
+        idx = read_index(index_path(small_repo))
+        write_index(index_path(small_repo), idx.entries, hash_name=idx.hash_name)
 
     assert isinstance(info.value, PcheckoutError)
     assert f"Unable to create '{lock}': File exists." in str(info.value)
     assert "\n" not in str(info.value)
     assert lock.read_bytes() == b"someone else's"  # not ours to remove
-    assert index_path(odd_repo).read_bytes() == before
+    assert index_path(small_repo).read_bytes() == before
 
 
 @pytest.mark.parametrize("failure", [OSError(errno.ENOSPC, "No space left on device"), KeyboardInterrupt()])
 def test_failure_mid_write_removes_the_lock(
-    odd_repo: Path, monkeypatch: pytest.MonkeyPatch, failure: BaseException
+    small_repo: Path, monkeypatch: pytest.MonkeyPatch, failure: BaseException
 ) -> None:
-    before = index_path(odd_repo).read_bytes()
-    idx = read_index(index_path(odd_repo))
+    before = index_path(small_repo).read_bytes()
+    idx = read_index(index_path(small_repo))
     real_write_all = index_mod._write_all
 
     def half_then_fail(fd: int, data: bytes) -> None:
         real_write_all(fd, data[: len(data) // 2])
-        assert index_path(odd_repo).with_name("index.lock").stat().st_size == len(data) // 2
+        assert index_path(small_repo).with_name("index.lock").stat().st_size == len(data) // 2
         raise failure
 
     monkeypatch.setattr(index_mod, "_write_all", half_then_fail)
     expected = WriteError if isinstance(failure, OSError) else KeyboardInterrupt
     with pytest.raises(expected) as info:
-        write_index(index_path(odd_repo), idx.entries, version=4, hash_name=idx.hash_name)
+        write_index(index_path(small_repo), idx.entries, version=4, hash_name=idx.hash_name)
 
     if expected is WriteError:
         assert "No space left on device" in str(info.value) and "index.lock" in str(info.value)
-    assert not index_path(odd_repo).with_name("index.lock").exists()
-    assert index_path(odd_repo).read_bytes() == before
-    git(odd_repo, "diff-files", "--quiet")
+    assert not index_path(small_repo).with_name("index.lock").exists()
+    assert index_path(small_repo).read_bytes() == before
+    git(small_repo, "diff-files", "--quiet")
 
 
 def test_missing_directory_is_a_write_error(tmp_path: Path) -> None:
@@ -395,10 +405,10 @@ def test_missing_directory_is_a_write_error(tmp_path: Path) -> None:
 # --- refused and corrupt indexes -------------------------------------------------------------
 
 
-def test_split_index_is_unsupported(odd_repo: Path) -> None:
-    git(odd_repo, "update-index", "--split-index")
+def test_split_index_is_unsupported(small_repo: Path) -> None:
+    git(small_repo, "update-index", "--split-index")
     with pytest.raises(UnsupportedIndexError, match="split index"):
-        read_index(index_path(odd_repo))
+        read_index(index_path(small_repo))
 
 
 def test_sparse_index_is_unsupported(tmp_path: Path) -> None:
@@ -430,8 +440,8 @@ def test_optional_extensions_are_skipped_and_unknown_required_ones_refused() -> 
         decode_index(with_extension(data, b"wxyz"))
 
 
-def test_corrupt_indexes_are_clear_errors(odd_repo: Path) -> None:
-    data = index_path(odd_repo).read_bytes()
+def test_corrupt_indexes_are_clear_errors(small_repo: Path) -> None:
+    data = index_path(small_repo).read_bytes()
     flipped = data[:40] + bytes([data[40] ^ 1]) + data[41:]
     cases = {
         b"": "bad signature",
@@ -444,8 +454,26 @@ def test_corrupt_indexes_are_clear_errors(odd_repo: Path) -> None:
     for bad, message in cases.items():
         with pytest.raises(PcheckoutError, match=message):
             decode_index(bad)
-    with pytest.raises(PcheckoutError, match="cannot read index"):
-        read_index(odd_repo / "missing-index")
+    with pytest.raises(PcheckoutError, match="cannot read index") as info:
+        read_index(small_repo / "missing-index")
+    assert info.value.errno == errno.ENOENT  # type: ignore[attr-defined]
+
+
+def rehash(body: bytes) -> bytes:
+    return body + hashlib.sha1(body).digest()
+
+
+def test_unordered_entries_are_refused_like_git() -> None:
+    a = IndexEntry(b"a", 0o100644, bytes(20), 1, 2, 3, 4, 5, 6, 7, 8, 9)
+    data = encode_index([a, dataclasses.replace(a, path=b"b")])[:-20]
+    swapped = data.replace(b"a\0", b"?\0").replace(b"b\0", b"a\0").replace(b"?\0", b"b\0")
+    with pytest.raises(CorruptIndexError, match="unordered entries"):
+        decode_index(rehash(swapped))
+    stage2 = encode_index([dataclasses.replace(a, flags=2 << 12)])[:-20]
+    twice = stage2[:8] + b"\0\0\0\x02" + stage2[12:] + stage2[12:]
+    decode_index(rehash(stage2))
+    with pytest.raises(CorruptIndexError, match="unordered stage entries"):
+        decode_index(rehash(twice))
 
 
 # --- (4) hashes and skipHash -----------------------------------------------------------------
@@ -495,8 +523,8 @@ def test_from_stat_truncates_like_git() -> None:
     assert IndexEntry.from_stat(b"p", 0o100644, bytes(20), pre_epoch).mtime_ns == 10**9 - 1
 
 
-def test_read_entries_are_ordinary_frozen_entries(odd_repo: Path) -> None:
-    first = read_index(index_path(odd_repo)).entries[0]
+def test_read_entries_are_ordinary_frozen_entries(small_repo: Path) -> None:
+    first = read_index(index_path(small_repo)).entries[0]
     assert type(first) is IndexEntry
     assert first == IndexEntry(*(getattr(first, f.name) for f in dataclasses.fields(IndexEntry)))
     assert hash(first) == hash(dataclasses.replace(first))

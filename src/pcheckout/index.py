@@ -77,11 +77,13 @@ NS_PER_S = 1_000_000_000
 
 
 class IndexFileError(PcheckoutError):
-    """The index file could not be read or written; ``path`` names it (bytes)."""
+    """The index file could not be read or written; ``path`` names it (bytes) and
+    ``errno`` is set when the operating system refused (ENOENT: no index yet)."""
 
-    def __init__(self, message: str, path: bytes = b"") -> None:
+    def __init__(self, message: str, path: bytes = b"", errno: int | None = None) -> None:
         super().__init__(message)
         self.path = path
+        self.errno = errno
 
 
 class IndexLockError(IndexFileError):
@@ -280,10 +282,10 @@ def encode_index(
         # read-cache.c do_write_index: "demote version 3 to version 2 when the latter suffices"
         version = 3 if extended else 2
     try:
-        body = _encode_entries(ordered, version, rawsz)
+        body = _encode_entries(ordered, version, hash_name)
     except _SamePath:
         ordered = _check_conflicts(ordered)
-        body = _encode_entries(ordered, version, rawsz, allow_same_path=True)
+        body = _encode_entries(ordered, version, hash_name, allow_same_path=True)
     parts = [HEADER.pack(SIGNATURE, version, len(ordered)), body]
     data = b"".join(parts)
     trailer = bytes(rawsz) if skip_hash else hashlib.new(hash_name, data).digest()
@@ -304,9 +306,10 @@ def _bad_entry(e: IndexEntry, rawsz: int) -> CorruptIndexError:
 
 
 def _encode_entries(
-    ordered: list[IndexEntry], version: int, rawsz: int, *, allow_same_path: bool = False
+    ordered: list[IndexEntry], version: int, hash_name: str, *, allow_same_path: bool = False
 ) -> bytes:
-    fixed = _FIXED["sha1" if rawsz == 20 else "sha256"]
+    rawsz = HASH_SIZES[hash_name]
+    fixed = _FIXED[hash_name]
     fixed_size = fixed.size
     pack = fixed.pack
     pack_ext = _EXT_WORD.pack
@@ -419,11 +422,9 @@ def read_index(
         with open(fpath, "rb") as f:
             data = f.read()
     except OSError as exc:
-        err = IndexFileError(
-            f"cannot read index {quote_path(fpath)}: {exc.strerror or exc}", fpath
-        )
-        err.errno = exc.errno  # type: ignore[attr-defined]
-        raise err from exc
+        raise IndexFileError(
+            f"cannot read index {quote_path(fpath)}: {exc.strerror or exc}", fpath, exc.errno
+        ) from exc
     return decode_index(data, hash_name=hash_name, path=fpath)
 
 
@@ -460,6 +461,15 @@ def decode_index(data: bytes, *, hash_name: str | None = None, path: bytes = b"i
     raise error
 
 
+def _check_order(previous: IndexEntry, name: bytes, flags: int, where: str, path: bytes) -> None:
+    if name < previous.path:
+        raise CorruptIndexError(f"{where}: unordered entries {quote_path(name)}", path)
+    stage_before = (previous.flags & FLAG_STAGE_MASK) >> FLAG_STAGE_SHIFT
+    stage = (flags & FLAG_STAGE_MASK) >> FLAG_STAGE_SHIFT
+    if not stage_before or stage <= stage_before:
+        raise CorruptIndexError(f"{where}: unordered stage entries for {quote_path(name)}", path)
+
+
 def _parse(data: bytes, version: int, count: int, hash_name: str, path: bytes) -> Index:
     # 100k new GC-tracked objects trigger ~20% worth of pointless collections: none
     # of them can be garbage yet.  Pausing the collector only delays it.
@@ -489,6 +499,7 @@ def _parse_entries(data: bytes, version: int, count: int, hash_name: str, path: 
     append = entries.append
     off = HEADER.size
     prev = b""
+    saw_empty = False
     try:
         for _ in range(count):
             cs, cn, ms, mn, dev, ino, mode, uid, gid, size, oid, flags = unpack(data, off)
@@ -524,6 +535,11 @@ def _parse_entries(data: bytes, version: int, count: int, hash_name: str, path: 
                 off += (start - off + n + ENTRY_ALIGN) & align_mask
             if off > end:
                 raise CorruptIndexError(f"{where}: truncated index entries", path)
+            if name <= prev:  # read-cache.c check_ce_order
+                if not name:  # a split index's replacement entry; else corrupt (below)
+                    saw_empty = True
+                elif entries:
+                    _check_order(entries[-1], name, flags, where, path)
             e = make(name, mode, oid, cs, cn, ms, mn, dev, ino, uid, gid, size, flags & keep, ext)
             if retype:
                 e.__class__ = entry_cls
@@ -555,4 +571,6 @@ def _parse_entries(data: bytes, version: int, count: int, hash_name: str, path: 
         off += EXT_HEADER.size + size
     if off != end:
         raise CorruptIndexError(f"{where}: truncated index extension", path)
+    if saw_empty:
+        raise CorruptIndexError(f"{where}: index entry with an empty path", path)
     return Index(version, tuple(entries), hash_name)
