@@ -25,6 +25,7 @@ frozen dataclass ``__init__`` pays (see :func:`_entry_factory`).
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import os
@@ -208,7 +209,7 @@ class _EntryBuilder:
     ``__post_init__`` to skip); :func:`_entry_factory` checks at import time that
     the trick works and otherwise falls back to the dataclass constructor."""
 
-    __slots__ = IndexEntry.__slots__  # type: ignore[attr-defined]
+    __slots__ = IndexEntry.__slots__
 
     def __init__(self, path: bytes, mode: int, oid: bytes, ctime_s: int, ctime_ns: int,
                  mtime_s: int, mtime_ns: int, dev: int, ino: int, uid: int, gid: int,
@@ -252,7 +253,7 @@ _RETYPE = _make_entry is not IndexEntry
 def _check_conflicts(ordered: list[IndexEntry]) -> list[IndexEntry]:
     """Order entries sharing a path by stage and refuse what git's check_ce_order refuses."""
     ordered = sorted(ordered, key=sort_key)
-    for a, b in zip(ordered, ordered[1:]):
+    for a, b in zip(ordered, ordered[1:], strict=False):
         if a.path != b.path:
             continue
         sa, sb = sort_key(a)[1], sort_key(b)[1]
@@ -381,7 +382,9 @@ def write_index(
     target = os.fsencode(path)
     lock = target + b".lock"
     try:
-        fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+        fd = os.open(
+            lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666
+        )
     except FileExistsError:
         raise IndexLockError(
             f"Unable to create '{decode(lock)}': File exists. Another git process seems to be "
@@ -397,10 +400,8 @@ def write_index(
             os.close(fd)
         os.replace(lock, target)
     except BaseException as exc:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(lock)
-        except FileNotFoundError:
-            pass
         if isinstance(exc, OSError):
             raise WriteError(lock, exc) from exc
         raise
