@@ -225,18 +225,25 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
     if opts.dry_run:
         return result
     dest.mkdir(parents=True, exist_ok=True)
-    # Attributes are looked up in the work tree: point git at the destination.
-    git_w = Git(
-        opts.repository,
-        debug=ui.debug,
-        env={**opts.environ, "GIT_DIR": str(repo.git_dir), "GIT_WORK_TREE": str(dest)},
-        version=git.version,
-    )
-    t0 = time.monotonic()
-    outcome = write_tree(
-        git_w, config, repo, tree, entries, dest, plan, ui,
-        conversion=bool(conversion), verify_existing=False, spawn=opts.spawn,
-    )
+    # Attributes are looked up in the work tree: point git at the destination
+    # and run it from there (from outside, git finds no attributes at all).
+    # No index: attributes must come from the exported tree alone, never from
+    # the source repository's index (git < 2.40 falls back to it).
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="pcheckout-export-") as scratch:
+        git_w = Git(
+            dest,
+            debug=ui.debug,
+            env={**opts.environ, "GIT_DIR": str(repo.git_dir), "GIT_WORK_TREE": str(dest),
+                 "GIT_INDEX_FILE": os.path.join(scratch, "no-index")},
+            version=git.version,
+        )
+        t0 = time.monotonic()
+        outcome = write_tree(
+            git_w, config, repo, tree, entries, dest, plan, ui,
+            conversion=bool(conversion), verify_existing=False, spawn=opts.spawn,
+        )
     result.seconds = time.monotonic() - t0
     result.written = outcome.files
     result.adapt_summary = getattr(outcome, "adapt_summary", None)

@@ -36,14 +36,21 @@ class _ArgParser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _common(default: object) -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("-q", "--quiet", action="store_true", help="no progress, no summary")
-    common.add_argument("--debug", action="store_true",
+    common.add_argument("-q", "--quiet", action="store_true", default=default,
+                        help="no progress, no summary")
+    common.add_argument("--debug", action="store_true", default=default,
                         help="print each git command run, and a traceback on errors")
+    return common
 
+
+def _parser() -> argparse.ArgumentParser:
+    # -q/--debug work before or after the command; the subcommands' copies must
+    # not reset a value given before the command, hence SUPPRESS there.
     p = _ArgParser(prog=PROG, description="Filesystem-aware parallel checkout for git.",
-                   parents=[common])
+                   parents=[_common(False)])
+    common = _common(argparse.SUPPRESS)
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgParser)
 
@@ -197,9 +204,17 @@ def _print_plan(result: object) -> None:
 
 
 # -- commands ----------------------------------------------------------------
+def _validate_workers(value: str | None) -> None:
+    """A bad --workers is a usage error, reported before any work starts."""
+    from . import policy
+
+    policy.explicit_choice(value, {}, {})
+
+
 def _cmd_checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     from .checkout import CheckoutOptions, checkout
 
+    _validate_workers(args.workers)
     opts = CheckoutOptions(
         directory=Path(args.directory),
         rev=args.rev,
@@ -215,6 +230,7 @@ def _cmd_checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
 def _cmd_export(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     from .checkout import ExportOptions, export
 
+    _validate_workers(args.workers)
     opts = ExportOptions(
         repository=Path(args.directory),
         rev=args.rev,
