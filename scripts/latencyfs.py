@@ -56,9 +56,7 @@ def _need_tools() -> None:
     missing = [t for t in ("make", "cc", "pkg-config", "fusermount3") if not shutil.which(t)]
     if missing:
         raise LatencyFsError(f"latencyfs needs {', '.join(missing)} on PATH")
-    probe = subprocess.run(
-        ["pkg-config", "--exists", "fuse3"], capture_output=True, check=False
-    )
+    probe = subprocess.run(["pkg-config", "--exists", "fuse3"], capture_output=True, check=False)
     if probe.returncode != 0:
         raise LatencyFsError("latencyfs needs the libfuse3 headers (Debian: libfuse3-dev)")
 
@@ -203,7 +201,9 @@ def umount(mountpoint: str | os.PathLike[str]) -> None:
         return
     if not shutil.which("fusermount3"):
         raise LatencyFsError("fusermount3 is not on PATH")
-    done = subprocess.run(["fusermount3", "-u", target], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["fusermount3", "-u", target], capture_output=True, text=True, check=False
+    )
     if done.returncode != 0 and is_mounted(target):
         # busy (an open file, a shell inside it): detach now, free later
         lazy = subprocess.run(

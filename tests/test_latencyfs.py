@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -55,6 +56,7 @@ def binary() -> Path:
     return lfs.build()
 
 
+@contextlib.contextmanager
 def _mount(tmp_path: Path, name: str, **kw: object) -> Iterator[tuple[Path, Path]]:
     backing, mnt = tmp_path / f"{name}-backing", tmp_path / f"{name}-mnt"
     lfs.mount(backing, mnt, **kw)
@@ -67,7 +69,8 @@ def _mount(tmp_path: Path, name: str, **kw: object) -> Iterator[tuple[Path, Path
 @pytest.fixture
 def fs(binary: Path, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """(backing, mountpoint) of a 0 ms mount with NFS-like caching."""
-    yield from _mount(tmp_path, "fs", latency_ms=0.0)
+    with _mount(tmp_path, "fs", latency_ms=0.0) as pair:
+        yield pair
 
 
 def test_mount_is_a_latencyfs(fs: tuple[Path, Path]) -> None:
@@ -190,7 +193,7 @@ LATENCY_MS = 20.0
 
 
 def test_metadata_latency_is_paid(binary: Path, tmp_path: Path) -> None:
-    for backing, mnt in _mount(tmp_path, "slow", latency_ms=LATENCY_MS, data_latency_ms=0.0):
+    with _mount(tmp_path, "slow", latency_ms=LATENCY_MS, data_latency_ms=0.0) as (backing, mnt):
         (backing / "f").write_bytes(b"x")
         os.stat(mnt / "f")  # lookup now, so the open below is an OPEN only
         t0 = time.perf_counter()
@@ -201,7 +204,7 @@ def test_metadata_latency_is_paid(binary: Path, tmp_path: Path) -> None:
 
 
 def test_data_latency_is_paid(binary: Path, tmp_path: Path) -> None:
-    for backing, mnt in _mount(tmp_path, "slowdata", latency_ms=0.0, data_latency_ms=LATENCY_MS):
+    with _mount(tmp_path, "slowdata", latency_ms=0.0, data_latency_ms=LATENCY_MS) as (backing, mnt):
         (backing / "f").write_bytes(b"x")
         with open(mnt / "f", "rb", buffering=0) as f:
             t0 = time.perf_counter()
@@ -211,7 +214,7 @@ def test_data_latency_is_paid(binary: Path, tmp_path: Path) -> None:
 
 def test_max_inflight_serialises_requests(binary: Path, tmp_path: Path) -> None:
     """With one server slot, two concurrent 20 ms opens take at least 40 ms."""
-    for backing, mnt in _mount(tmp_path, "slot", latency_ms=LATENCY_MS, max_inflight=1):
+    with _mount(tmp_path, "slot", latency_ms=LATENCY_MS, max_inflight=1) as (backing, mnt):
         for name in ("a", "b"):
             (backing / name).write_bytes(b"x")
             os.stat(mnt / name)
