@@ -162,8 +162,11 @@ def mount(
     target = _abs(mountpoint)
     if _fstype_at(target) is not None:
         raise LatencyFsError(f"{target} is already a mount point")
-    os.makedirs(backing_abs, exist_ok=True)
-    os.makedirs(target, exist_ok=True)
+    for directory in (backing_abs, target):
+        try:
+            os.makedirs(directory, exist_ok=True)
+        except OSError as exc:
+            raise LatencyFsError(f"cannot create directory {directory}: {exc.strerror}") from exc
 
     # The daemon forks after the mount exists; the parent's exit status says
     # whether mounting worked, and its stderr says why not.
