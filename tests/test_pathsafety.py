@@ -298,6 +298,30 @@ def test_check_tree_collisions(entries: list[tuple[bytes, int]], message: str) -
     assert str(info.value).startswith("refusing to check out: " + message)
 
 
+@pytest.mark.parametrize(("ntfs", "hfs"), [(True, True), (False, False)])
+def test_fast_path_agrees_with_in_order_walk(ntfs: bool, hfs: bool) -> None:
+    # The whole-tree fast path may only say "safe" when the in-order walk
+    # (which names the first offender) finds nothing.
+    import random
+
+    from pcheckout.pathsafety import _refuse_first_offence, _tree_looks_safe
+
+    rng = random.Random(6)
+    parts = [b"a", b"b", b"c.d"] * 6 + [b"", b".", b"..", b".git", b"git~1", b"x\\.git", b".g" + ZWNJ + b"it"]
+    parts += [b"gitmod~1", b".gitmodules", b"c.d", b"~", b"\xe2\x80\x8e", b"\xef", b".x"]
+    for _ in range(3000):
+        entries = []
+        for _ in range(rng.randint(1, 5)):
+            path = b"/".join(rng.choice(parts) for _ in range(rng.randint(1, 3)))
+            entries.append((path, rng.choice([FILE, LINK, GITLINK])))
+        try:
+            _refuse_first_offence(entries, ntfs, hfs)
+            refused = False
+        except UnsafeTreeError:
+            refused = True
+        assert _tree_looks_safe(entries, ntfs, hfs) is not refused, entries
+
+
 def test_check_tree_leading_dir_checked_after_cached_parent() -> None:
     # "x/y" is added as a directory while "x/y/1" is seen; "x/y/2" reuses the
     # cached parent; a later file "x" must still be refused.

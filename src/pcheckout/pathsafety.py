@@ -26,7 +26,10 @@ from __future__ import annotations
 import re
 import stat
 import sys
-from collections.abc import Callable, Iterable
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
+from itertools import accumulate, repeat
+from operator import itemgetter
 
 from pcheckout.errors import GitError, UnsafeTreeError, quote_path
 
@@ -88,16 +91,23 @@ _REFUSE = "refusing to check out: "
 # '~' catches NTFS short names (git~1, gitmod~1, gi7eba~1); '\\' starts a new
 # NTFS component; a component starting with byte 0xE2 or 0xEF may start with
 # an HFS+-ignorable code point (U+200C..U+206F are E2 xx xx, U+FEFF is EF BB BF).
-_TRIGGER_ALWAYS = rb"(?:^|/)(?:[./]|\Z)|\x00"
-_TRIGGER_NTFS = rb"|[~\\]"
-_TRIGGER_HFS = rb"|(?:^|/)[\xe2\xef]"
-_TRIGGERS = {
-    (ntfs, hfs): re.compile(
-        _TRIGGER_ALWAYS + (_TRIGGER_NTFS if ntfs else b"") + (_TRIGGER_HFS if hfs else b"")
-    ).search
+# The needles are searched in one path, or in all paths joined with NUL (which
+# no path from git contains) so that a 100k-entry tree is a dozen substring
+# scans in C: NUL then marks a component start just like '/'.
+_NEEDLES_ALWAYS = (b"/.", b"\x00.", b"//", b"\x00/", b"/\x00", b"\x00\x00")
+_NEEDLES_NTFS = (b"~", b"\\")
+_NEEDLES_HFS = (b"/\xe2", b"\x00\xe2", b"/\xef", b"\x00\xef")
+_NEEDLES = {
+    (ntfs, hfs): _NEEDLES_ALWAYS + (_NEEDLES_NTFS if ntfs else ()) + (_NEEDLES_HFS if hfs else ())
     for ntfs in (False, True)
     for hfs in (False, True)
 }
+_NUL, _SLASH = 0x00, 0x2F
+
+
+def _may_be_unsafe(path: bytes, needles: tuple[bytes, ...]) -> bool:
+    framed = b"\x00" + path + b"\x00"
+    return b"\x00" in path or any(needle in framed for needle in needles)
 
 
 def _show(path: bytes) -> str:
@@ -354,7 +364,7 @@ def check_path(
     ``protect_ntfs``/``protect_hfs`` are git's ``core.protectNTFS`` and
     ``core.protectHFS`` (see :func:`protections_from_config`).
     """
-    if _TRIGGERS[protect_ntfs, protect_hfs](path) is None:
+    if not _may_be_unsafe(path, _NEEDLES[protect_ntfs, protect_hfs]):
         return None
     return _check_components(path, mode, protect_ntfs, protect_hfs)
 
@@ -381,13 +391,70 @@ def check_tree(
     "First" is the first entry in ``entries`` that conflicts with itself or
     with an entry before it.
     """
-    trigger = _TRIGGERS[protect_ntfs, protect_hfs]
+    listed = entries if isinstance(entries, (list, tuple)) else list(entries)
+    if not _tree_looks_safe(listed, protect_ntfs, protect_hfs):
+        _refuse_first_offence(listed, protect_ntfs, protect_hfs)
+
+
+def _tree_looks_safe(entries: Sequence[tuple[bytes, int]], ntfs: bool, hfs: bool) -> bool:
+    """True if no rule can fire, decided with whole-list operations in C.
+
+    False only means "look closer": :func:`_refuse_first_offence` then walks
+    the entries in order and names the first offending one.
+    """
+    if not entries:
+        return True
+    paths = list(map(itemgetter(0), entries))
+    if any(stat.S_ISDIR(mode) for mode in set(map(itemgetter(1), entries))):
+        return False
+    joined = b"\x00".join(paths)
+    if joined.count(b"\x00") != len(paths) - 1:
+        return False  # a NUL inside a path
+    # Only paths a needle occurs in need the per-component rules.
+    buffer = b"\x00" + joined + b"\x00"
+    suspects: set[int] = set()
+    starts: list[int] = []
+    for needle in _NEEDLES[ntfs, hfs]:
+        at = buffer.find(needle)
+        if at < 0:
+            continue
+        if not starts:
+            starts = list(accumulate(map((1).__add__, map(len, paths)), initial=1))
+        # A needle starting with a separator is about the component after it.
+        shift = 1 if needle[0] in (_NUL, _SLASH) else 0
+        while at >= 0:
+            suspects.add(bisect_right(starts, at + shift) - 1)
+            at = buffer.find(needle, at + 1)
+    for index in suspects:
+        if 0 <= index < len(entries):
+            path, mode = entries[index]
+            if _check_components(path, mode, ntfs, hfs) is not None:
+                return False
+    # Duplicates, and non-directories that are also leading directories.
+    files = set(paths)
+    if len(files) != len(paths):
+        return False
+    slash = repeat(b"/")
+    level = set(map(itemgetter(0), map(bytes.rpartition, files, slash)))
+    level.discard(b"")
+    dirs = set(level)
+    while level:
+        level = set(map(itemgetter(0), map(bytes.rpartition, level, slash)))
+        level.discard(b"")
+        level -= dirs
+        dirs |= level
+    return files.isdisjoint(dirs)
+
+
+def _refuse_first_offence(entries: Iterable[tuple[bytes, int]], ntfs: bool, hfs: bool) -> None:
+    """Walk the entries in order; raise for the first one that is refused."""
+    needles = _NEEDLES[ntfs, hfs]
     files: dict[bytes, int] = {}  # non-directory path -> mode
     dirs: dict[bytes, bytes] = {}  # leading directory -> first entry below it
     last_parent: bytes | None = None
     for path, mode in entries:
-        if trigger(path) is not None:
-            reason = _check_components(path, mode, protect_ntfs, protect_hfs)
+        if _may_be_unsafe(path, needles):
+            reason = _check_components(path, mode, ntfs, hfs)
             if reason is not None:
                 raise UnsafeTreeError(_REFUSE + _show(path) + " " + reason)
         if stat.S_ISDIR(mode):
