@@ -200,7 +200,8 @@ ATOMS = [
     b"GIT~1", b"git~2", b".git.", b".git ", b".git. .", b".git::$INDEX_ALLOCATION",
     b".git:x", b".gitx", b".git~1", b".g" + ZWNJ + b"it", ZWNJ + b".git", b".git" + ZWNJ,
     b".git\xef\xbb\xbf", b".gi\xe2\x81\xaft", b".gi\xe2\x81\xa0t", b".git\xff",
-    b".git\xf5\x80\x80\x80", b".git\xf4\x90\x80\x80", b".git\xf4\x8f\xbf\xbf", b".git\xc0\xae", b".git\xed\xa0\x80", b".git\xef\xbf\xbe",
+    b".git\xf5\x80\x80\x80", b".git\xf4\x90\x80\x80", b".git\xf4\x8f\xbf\xbf",
+    b".git\xc0\xae", b".git\xed\xa0\x80", b".git\xef\xbf\xbe",
     b".\xe2\x80git", b"\xc0\xaegit", b".gitmodules", b".GITMODULES", b"gitmod~1", b"GITMOD~4",
     b"gitmod~5", b"gi7eba~1", b"gi7eba~12", b"gi7eb~1", b"gi7ebax~1", b"gi7eb~1x",
     b".gitmodules.", b".gitmodules :x", b".gitmodules:", b".git" + ZWNJ + b"modules",
@@ -238,7 +239,12 @@ def _git_accepts(repo: Path, paths: list[tuple[bytes, int]], ntfs: bool, hfs: bo
     lines = b"".join(b"%o %s\t%s\x00" % (mode, oid, path) for path, mode in paths)
     index = repo / ".git" / f"index-{ntfs}-{hfs}"
     env = {**os.environ, "GIT_INDEX_FILE": str(index)}
-    flags = ["-c", f"core.protectNTFS={str(ntfs).lower()}", "-c", f"core.protectHFS={str(hfs).lower()}"]
+    flags = [
+        "-c",
+        f"core.protectNTFS={str(ntfs).lower()}",
+        "-c",
+        f"core.protectHFS={str(hfs).lower()}",
+    ]
     subprocess.run(
         ["git", "-C", str(repo), *flags, "update-index", "-z", "--index-info"],
         input=lines, capture_output=True, env=env, check=True,
@@ -249,7 +255,9 @@ def _git_accepts(repo: Path, paths: list[tuple[bytes, int]], ntfs: bool, hfs: bo
     return set(out.split(b"\x00")) - {b""}
 
 
-@pytest.mark.parametrize(("ntfs", "hfs"), [(True, True), (True, False), (False, True), (False, False)])
+@pytest.mark.parametrize(
+    ("ntfs", "hfs"), [(True, True), (True, False), (False, True), (False, False)]
+)
 def test_same_verdicts_as_git(repo: Path, ntfs: bool, hfs: bool) -> None:
     cases: list[tuple[bytes, int]] = []
     for atom in ATOMS:
@@ -282,10 +290,16 @@ def test_check_tree_accepts_normal_and_reports_first() -> None:
     ("entries", "message"),
     [
         ([(b"a", FILE), (b"a", FILE)], "'a' is listed twice in the tree"),
-        ([(b"link", LINK), (b"link/x", FILE)], "'link/x' would be written through the symlink 'link'"),
+        (
+            [(b"link", LINK), (b"link/x", FILE)],
+            "'link/x' would be written through the symlink 'link'",
+        ),
         ([(b"f", FILE), (b"f/g/h", FILE)], "'f/g/h' would be written through the file 'f'"),
         ([(b"s", GITLINK), (b"s/x", FILE)], "'s/x' would be written through the submodule 's'"),
-        ([(b"d/x", FILE), (b"d", LINK)], "'d' is a symlink but also the leading directory of 'd/x'"),
+        (
+            [(b"d/x", FILE), (b"d", LINK)],
+            "'d' is a symlink but also the leading directory of 'd/x'",
+        ),
         ([(b"a/b/c", FILE), (b"a/z", FILE), (b"a/b", FILE)], "'a/b' is a file but also the"),
         ([(b"d", 0o040000), (b"d", FILE)], "'d' is a file but also the leading directory of 'd'"),
         ([(b"d", FILE), (b"d", 0o040000)], "'d' is listed as a directory and as a file"),
@@ -307,7 +321,15 @@ def test_fast_path_agrees_with_in_order_walk(ntfs: bool, hfs: bool) -> None:
     from pcheckout.pathsafety import _refuse_first_offence, _tree_looks_safe
 
     rng = random.Random(6)
-    parts = [b"a", b"b", b"c.d"] * 6 + [b"", b".", b"..", b".git", b"git~1", b"x\\.git", b".g" + ZWNJ + b"it"]
+    parts = [b"a", b"b", b"c.d"] * 6 + [
+        b"",
+        b".",
+        b"..",
+        b".git",
+        b"git~1",
+        b"x\\.git",
+        b".g" + ZWNJ + b"it",
+    ]
     parts += [b"gitmod~1", b".gitmodules", b"c.d", b"~", b"\xe2\x80\x8e", b"\xef", b".x"]
     for _ in range(3000):
         entries = []
@@ -366,7 +388,9 @@ def _blob(repo: Path, data: bytes = b"payload\n") -> bytes:
 def _tree(repo: Path, entries: list[tuple[bytes, bytes, bytes]]) -> bytes:
     """A raw tree object, in the order given: (mode, name, hex oid)."""
     raw = b"".join(m + b" " + n + b"\x00" + bytes.fromhex(o.decode()) for m, n, o in entries)
-    return _git(repo, "hash-object", "-t", "tree", "--literally", "-w", "--stdin", stdin=raw).strip()
+    return _git(
+        repo, "hash-object", "-t", "tree", "--literally", "-w", "--stdin", stdin=raw
+    ).strip()
 
 
 def _listing(repo: Path, tree: bytes) -> list[tuple[bytes, int]]:
@@ -386,13 +410,23 @@ def _nest(repo: Path, path: bytes, leaf: tuple[bytes, bytes]) -> bytes:
     tree = _tree(repo, [(leaf[0], name, leaf[1]), (b"100644", b"zz-innocent", _blob(repo))])
     for directory in reversed(dirs):
         tree = _tree(repo, [(b"40000", directory, tree)])
-    return _tree(repo, [(b"100644", b"README", _blob(repo)), (b"40000", b"src", _tree(repo, [(b"100644", b"main.c", _blob(repo))])), (b"40000", b"zz", tree)])  # fmt: skip
+    src = _tree(repo, [(b"100644", b"main.c", _blob(repo))])
+    top = [(b"100644", b"README", _blob(repo)), (b"40000", b"src", src), (b"40000", b"zz", tree)]
+    return _tree(repo, top)
 
 
 HOSTILE = [
-    (b".git/hooks/post-checkout", b"100755", "'zz/.git/hooks/post-checkout' would write inside .git"),
+    (
+        b".git/hooks/post-checkout",
+        b"100755",
+        "'zz/.git/hooks/post-checkout' would write inside .git",
+    ),
     (b".GIT/config", b"100644", "'zz/.GIT/config' would write inside .git ('.GIT' is .git on a"),
-    (b"git~1/config", b"100644", "'zz/git~1/config' would write inside .git ('git~1' is .git on NTFS)"),
+    (
+        b"git~1/config",
+        b"100644",
+        "'zz/git~1/config' would write inside .git ('git~1' is .git on NTFS)",
+    ),
     (b".git. /config", b"100644", "'zz/.git. /config' would write inside .git"),
     (b".git::$INDEX_ALLOCATION/config", b"100644", "'zz/.git::$INDEX_ALLOCATION/config' would"),
     (b".g" + ZWNJ + b"it/config", b"100644", '"zz/.g\\u200cit/config" would write inside .git'),
@@ -406,9 +440,13 @@ HOSTILE = [
 ]
 
 
-@pytest.mark.parametrize(("path", "mode", "message"), HOSTILE, ids=[h[0].decode("latin-1") for h in HOSTILE])
+@pytest.mark.parametrize(
+    ("path", "mode", "message"), HOSTILE, ids=[h[0].decode("latin-1") for h in HOSTILE]
+)
 def test_hostile_tree_refused(repo: Path, path: bytes, mode: bytes, message: str) -> None:
-    leaf_oid = _blob(repo, b"../../../../tmp/pwned" if mode == b"120000" else b"#!/bin/sh\necho pwned\n")
+    leaf_oid = _blob(
+        repo, b"../../../../tmp/pwned" if mode == b"120000" else b"#!/bin/sh\necho pwned\n"
+    )
     entries = _listing(repo, _nest(repo, path, (mode, leaf_oid)))
     with pytest.raises(UnsafeTreeError) as info:
         check_tree(entries)
@@ -451,7 +489,8 @@ def test_odd_but_legal_tree_accepted(repo: Path) -> None:
         b"back\\slash", b"quote\"s", b" leading space", "\u00fcber".encode(),
     ]  # fmt: skip
     sub = _tree(repo, [(b"100644", n, _blob(repo, n)) for n in sorted(names)])
-    tree = _tree(repo, [(b"40000", b"dir", sub), (b"120000", b"link", _blob(repo, b"dir")), (b"100644", b"x", _blob(repo))])  # fmt: skip
+    top = [(b"40000", b"dir", sub), (b"120000", b"link", _blob(repo, b"dir"))]
+    tree = _tree(repo, [*top, (b"100644", b"x", _blob(repo))])
     entries = _listing(repo, tree)
     assert len(entries) == len(names) + 2
     assert (b"dir/line\nbreak", FILE) in entries
@@ -497,10 +536,25 @@ def test_protections_bad_value(value: str) -> None:
 
 
 def test_protections_bool_parsing_matches_git(repo: Path) -> None:
-    for value in ["true", "YES", "1", "2", "-1", "1k", "0x10", "010", "false", "off", "0", "", "0k"]:
+    for value in [
+        "true",
+        "YES",
+        "1",
+        "2",
+        "-1",
+        "1k",
+        "0x10",
+        "010",
+        "false",
+        "off",
+        "0",
+        "",
+        "0k",
+    ]:
         _git(repo, "config", "core.protectHFS", value)
         shown = _git(repo, "config", "--type=bool", "--get", "core.protecthfs").strip()
-        assert protections_from_config(lambda key: value)[1] == (shown == b"true"), value
+        got = protections_from_config({"core.protecthfs": value}.get)[1]
+        assert got == (shown == b"true"), value
     for value in ["maybe", "08", "2g"]:
         _git(repo, "config", "core.protectHFS", value)
         assert _git(repo, "config", "--type=bool", "--get", "core.protecthfs", check=False) == b""

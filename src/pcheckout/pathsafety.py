@@ -216,9 +216,9 @@ def _ntfs_is_dotgit(rest: bytes) -> bool:
     else:
         return False
     for c in rest[i:]:
-        if c == _BACKSLASH or c == _COLON:
+        if c in (_BACKSLASH, _COLON):
             return True
-        if c != _DOT and c != _SPACE:
+        if c not in (_DOT, _SPACE):
             return False
     return True
 
@@ -229,7 +229,7 @@ def _ntfs_only_spaces_and_periods(rest: bytes, i: int, end_ok: bool) -> bool:
     for c in rest[i:]:
         if c == _COLON:
             return True
-        if c != _DOT and c != _SPACE:
+        if c not in (_DOT, _SPACE):
             return False
     return end_ok
 
@@ -240,7 +240,12 @@ def _ntfs_is_dot(rest: bytes, name: bytes, short_prefix: bytes, end_ok: bool) ->
     if rest[:1] == b"." and rest[1 : 1 + n].lower() == name:
         return _ntfs_only_spaces_and_periods(rest, n + 1, end_ok)
     # Regular short name: first six characters, '~', 1..4.
-    if rest[:6].lower() == name[:6] and rest[6:7] == b"~" and len(rest) > 7 and 0x31 <= rest[7] <= 0x34:
+    if (
+        rest[:6].lower() == name[:6]
+        and rest[6:7] == b"~"
+        and len(rest) > 7
+        and 0x31 <= rest[7] <= 0x34
+    ):
         return _ntfs_only_spaces_and_periods(rest, 8, end_ok)
     # Fallback short name: up to six characters of the hashed prefix, '~', digits.
     saw_tilde = False
@@ -257,9 +262,7 @@ def _ntfs_is_dot(rest: bytes, name: bytes, short_prefix: bytes, end_ok: bool) ->
             if i >= len(rest) or not 0x31 <= rest[i] <= 0x39:
                 return False
             saw_tilde = True
-        elif i >= 6 or c & 0x80:
-            return False
-        elif (c | 0x20 if 0x41 <= c <= 0x5A else c) != short_prefix[i]:
+        elif i >= 6 or c & 0x80 or (c | 0x20 if 0x41 <= c <= 0x5A else c) != short_prefix[i]:
             return False
         i += 1
     return _ntfs_only_spaces_and_periods(rest, 8, end_ok)
