@@ -191,13 +191,6 @@ def _encode_varint(value: int) -> bytes:
 _SMALL_VARINTS = tuple(_encode_varint(i) for i in range(0x80))
 
 
-def _common_prefix(a: bytes, b: bytes) -> int:
-    """Length of the common prefix of ``a`` and ``b`` (in C speed: one XOR of two ints)."""
-    n = min(len(a), len(b))
-    x = int.from_bytes(a[:n], "big") ^ int.from_bytes(b[:n], "big")
-    return n - (x.bit_length() + 7) // 8
-
-
 class _EntryBuilder:
     """Same slot layout as IndexEntry, without the frozen ``__setattr__``.
 
@@ -320,6 +313,7 @@ def _encode_entries(
     align_mask = ENTRY_ALIGN - 1
     keep, name_mask = ENTRY_FLAG_BITS, FLAG_NAME_MASK
     v4 = version == 4
+    from_bytes = int.from_bytes
     parts: list[bytes] = []
     append = parts.append
     prev = b""
@@ -340,8 +334,11 @@ def _encode_entries(
                 append(pack(*get(e), flags))
         except struct.error:
             raise _bad_entry(e, rawsz) from None
-        if v4:
-            common = _common_prefix(prev, p)
+        if v4:  # common prefix with prev: the first differing byte is the top bit of a XOR
+            m = len(prev) if len(prev) < n else n
+            common = (
+                m - ((from_bytes(prev[:m], "big") ^ from_bytes(p[:m], "big")).bit_length() + 7) // 8
+            )
             drop = len(prev) - common
             append(varints[drop] if drop < 0x80 else _encode_varint(drop))
             append(p[common:])
