@@ -43,12 +43,12 @@ from enum import Enum
 #: jitter (see NOISE_MARGIN for the measured jitter at 0.1 s).
 INTERVAL_S: float = 0.1
 
-#: Bytes that cost as much as creating one file (open + close + directory entry).  Measured on
-#: this machine with the tune workload (``docs/tuning.md``, "cost of a file"): creating an empty
-#: file on tmpfs costs ~15-25 us from Python threads and tmpfs writes run at ~2-4 GB/s, i.e. one
-#: file ~ 30-100 KiB; on a 2 ms-latency filesystem a file costs 2-3 round trips (~5 ms) against
-#: ~50-100 MB/s, i.e. ~250-500 KiB.  64 KiB is the local end of that range, chosen so a big-file
-#: phase on local disks reads as similar work to a small-file phase; a rough but honest midpoint.
+#: Bytes that cost as much as creating one file (open + write + close + directory entry).
+#: Measured on this machine's tmpfs from one Python thread: a 1-byte file costs 10-17 us, writes
+#: run at 0.41-0.75 ns/byte, so one file ~ 16-31 KiB (3 runs; docs/tuning.md).  Not measured on
+#: network filesystems, where a file costs 2-3 round trips and bytes are relatively cheaper, so
+#: the equivalent is larger; 64 KiB is a guess between the two.  An error here only makes a
+#: big-file phase look somewhat faster or slower; DRIFT absorbs that.
 BYTES_PER_FILE_COST: int = 64 * 1024
 
 #: Minimum file-equivalents pooled into one sample.  At 1 worker on a 2 ms-latency filesystem
@@ -56,11 +56,12 @@ BYTES_PER_FILE_COST: int = 64 * 1024
 #: bound that near 3% while costing only ~0.3 s there.  On tmpfs every interval exceeds it.
 MIN_SAMPLE_UNITS: float = 32.0
 
-#: A probe must beat the current count by more than this fraction to be kept.  Measured: the
-#: interval-to-interval spread of the tune workload at a fixed count on this machine's tmpfs and
-#: ext4 was about +-10% (coefficient of variation ~5%) at 0.1 s intervals; a two-sample mean then
-#: varies ~4%, and the difference of two such means ~5%.  8% keeps false "pays" rare on flat curves
-#: while a doubling below the knee (+30..100%) is always seen.  The simulated tests use +-20% noise.
+#: A probe must beat the current count by more than this fraction to be kept.  Chosen by
+#: simulation (tests/test_controller.py): with +-10% uniform noise per interval, 8% and 10% let a
+#: flat curve wander one doubling on noise (10 seeds), 12% did not, and the time to reach the
+#: knee of latency-bound curves did not change (doublings below a knee gain 30-100%).  Measured
+#: interval noise here was far larger while colleagues' benchmarks loaded both CPUs (coefficient
+#: of variation 19-110% at 0.1 s on tmpfs); that is what the periodic re-check is for.
 NOISE_MARGIN: float = 0.12
 
 #: A probe whose first sample differs from the current rate by more than this is decided at once
