@@ -34,7 +34,9 @@ def cpu_bound(peak: int = 2, best: float = 25_000.0) -> Curve:
     return lambda n: best * (n / peak if n <= peak else math.sqrt(peak / n))
 
 
-def settle(c: Controller, curve: Curve, noise: float = 0.0, rng: random.Random | None = None) -> None:
+def settle(
+    c: Controller, curve: Curve, noise: float = 0.0, rng: random.Random | None = None
+) -> None:
     """Drive until the controller is settled (it may be in a periodic re-check right now)."""
     rng = rng or random.Random(0)
     for _ in range(50):
@@ -72,8 +74,14 @@ def drive(
     return used
 
 
-def checkout_time(curve: Curve, total: float, pick: Callable[[], int], step: Callable[[float], None],
-                  noise: float, seed: int) -> float:
+def checkout_time(
+    curve: Curve,
+    total: float,
+    pick: Callable[[], int],
+    step: Callable[[float], None],
+    noise: float,
+    seed: int,
+) -> float:
     rng = random.Random(seed)
     done = t = 0.0
     while True:
@@ -150,7 +158,9 @@ def test_flat_curve_keeps_the_guess(noise: float, allowed: set[int]) -> None:
         (lambda n: 25_000.0, 2, 40_000),
     ],
 )
-def test_simulated_checkout_within_bound_of_best_fixed(curve: Curve, initial: int, total: float) -> None:
+def test_simulated_checkout_within_bound_of_best_fixed(
+    curve: Curve, initial: int, total: float
+) -> None:
     for seed in SEEDS:
         for noise in NOISES:
             assert auto_vs_best_fixed(curve, initial, total, noise, seed) <= TOLERANCE
@@ -179,8 +189,8 @@ def test_no_wild_oscillation_after_settling(curve: Curve) -> None:
 
 
 def direction_changes(used: list[int]) -> int:
-    steps = [b - a for a, b in zip(used, used[1:]) if b != a]
-    return sum(1 for a, b in zip(steps, steps[1:]) if (a > 0) != (b > 0))
+    steps = [b - a for a, b in zip(used, used[1:], strict=False) if b != a]
+    return sum(1 for a, b in zip(steps, steps[1:], strict=False) if (a > 0) != (b > 0))
 
 
 def test_probing_is_monotone_then_at_most_one_reversal() -> None:

@@ -85,8 +85,9 @@ DRIFT: float = 0.35
 #: workload's composition (e.g. a directory of huge files) shows in every sample.
 DRIFT_SAMPLES: int = 3
 #: Samples that must pass after settling before the first re-probe (on drift, or a periodic
-#: re-check of the neighbours); doubled after each re-probe, so at most log2(n / REPROBE_AFTER) re-probes
-#: happen in n samples.  At ~1 sample per interval: 1.6 s, then 3.2 s, 6.4 s, ... after settling,
+#: re-check of the neighbours); doubled after each re-probe, so at most
+#: log2(n / REPROBE_AFTER) re-probes happen in n samples.  At ~1 sample per interval: 1.6 s,
+#: then 3.2 s, 6.4 s, ... after settling,
 #: so a ~1.5 s tmpfs checkout is not charged for re-checks; a 2 ms-latency one (tens of s) is.
 REPROBE_AFTER: int = 16
 #: A periodic re-check keeps a probe only if it beats the settled rate by this much: it is there

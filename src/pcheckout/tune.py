@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
+import psutil  # type: ignore[import-untyped]
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -381,7 +381,9 @@ def _read_cache() -> dict[str, dict[str, Any]]:
     if not isinstance(data, dict) or data.get("version") != _CACHE_VERSION:
         return {}
     mounts = data.get("mounts")
-    return {k: v for k, v in mounts.items() if isinstance(v, dict)} if isinstance(mounts, dict) else {}
+    if not isinstance(mounts, dict):
+        return {}
+    return {k: v for k, v in mounts.items() if isinstance(v, dict)}
 
 
 def _write_cache(mounts: dict[str, dict[str, Any]]) -> None:
