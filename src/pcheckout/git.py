@@ -171,7 +171,9 @@ def read_config(git: Git) -> dict[str, str]:
     for item in proc.stdout.split(b"\0"):
         if not item:
             continue
-        key, _, value = item.partition(b"\n")
+        key, sep, value = item.partition(b"\n")
+        if not sep:
+            value = b"true"  # a valueless key ("[core] bare") is boolean true in git
         name = decode(key)
         # section and variable names are case-insensitive; subsections are not
         first, _, rest = name.partition(".")

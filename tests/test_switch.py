@@ -1,0 +1,159 @@
+"""Incremental switch in a populated working tree, compared with git checkout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pcheckout.checkout import CheckoutOptions, checkout
+from pcheckout.errors import DestinationError
+
+from conftest import assert_same_as_git, clone_with_git, git, write_tree_files
+
+V1: dict[bytes, bytes | tuple[str, bytes]] = {
+    b"keep.txt": b"unchanged\n",
+    b"change.txt": b"old\n",
+    b"delete.txt": b"bye\n",
+    b"rename-me.txt": b"moving\n",
+    b"mode.sh": b"#!/bin/sh\n",
+    b"file-to-dir": b"was a file\n",
+    b"dir-to-file/a": b"a\n",
+    b"dir-to-file/b/c": b"c\n",
+    b"file-to-link": b"target soon\n",
+    b"link-to-file": ("l", b"keep.txt"),
+    b"gone/deep/er/x": b"x\n",
+    b"odd\nname": b"1\n",
+    b"d/same": b"s\n",
+}
+
+
+def _v2(src: Path) -> None:
+    for p in [b"change.txt", b"delete.txt", b"rename-me.txt", b"file-to-dir", b"link-to-file",
+              b"file-to-link"]:
+        (src / p.decode()).unlink()
+    git(src, "rm", "-rq", "--cached", "dir-to-file", "gone")
+    import shutil
+
+    shutil.rmtree(src / "dir-to-file")
+    shutil.rmtree(src / "gone")
+    write_tree_files(src, {
+        b"change.txt": b"new\n",
+        b"renamed.txt": b"moving\n",
+        b"file-to-dir/inner": b"now a dir\n",
+        b"dir-to-file": b"now a file\n",
+        b"link-to-file": b"now a file\n",
+        b"file-to-link": ("l", b"keep.txt"),
+        b"new/dir/tree/f": b"f\n",
+        b"odd\nname": b"2\n",
+        b".gitattributes": b"*.crlf text eol=crlf\n",
+        b"x.crlf": b"a\nb\n",
+    })
+    (src / "mode.sh").chmod(0o755)
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "v2")
+    git(src, "tag", "v2")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    from conftest import make_repo
+
+    src = make_repo(tmp_path, V1)
+    git(src, "tag", "v1")
+    sub = git(src, "rev-parse", "HEAD").decode().strip()
+    git(src, "update-index", "--add", "--cacheinfo", f"160000,{sub},sub/module")
+    git(src, "commit", "-qm", "gitlink")
+    git(src, "tag", "v1g")
+    _v2(src)
+    return src
+
+
+@pytest.mark.parametrize("a,b", [("v1g", "v2"), ("v2", "v1g"), ("v1", "v2"), ("v2", "v1")])
+def test_switch_matches_git(tmp_path: Path, repo: Path, a: str, b: str) -> None:
+    theirs = clone_with_git(repo, tmp_path / "theirs", rev=a)
+    git(theirs, "checkout", "-q", b)
+    ours = clone_with_git(repo, tmp_path / "ours", rev=a)
+    result = checkout(CheckoutOptions(directory=ours, rev=b, workers="4"))
+    assert result.mode == "switch"
+    assert 0 < result.written < 20
+    assert_same_as_git(ours, theirs)
+
+
+def test_untouched_entries_keep_their_stat_data(tmp_path: Path, repo: Path) -> None:
+    from pcheckout.index import read_index
+
+    ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
+    before = {e.path: e for e in read_index(ours / ".git" / "index").entries}
+    checkout(CheckoutOptions(directory=ours, rev="v2"))
+    after = {e.path: e for e in read_index(ours / ".git" / "index").entries}
+    assert after[b"keep.txt"] == before[b"keep.txt"]
+    assert after[b"d/same"] == before[b"d/same"]
+
+
+def test_local_changes_refused_like_git(tmp_path: Path, repo: Path) -> None:
+    ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
+    (ours / "change.txt").write_bytes(b"my work\n")
+    theirs = clone_with_git(repo, tmp_path / "theirs", rev="v1")
+    (theirs / "change.txt").write_bytes(b"my work\n")
+    assert b"would be overwritten" in __import__("subprocess").run(
+        ["git", "-C", str(theirs), "checkout", "v2"], capture_output=True).stderr
+    with pytest.raises(DestinationError, match="change.txt"):
+        checkout(CheckoutOptions(directory=ours, rev="v2"))
+    assert (ours / "change.txt").read_bytes() == b"my work\n"
+    assert not (ours / "renamed.txt").exists()  # nothing written
+    assert git(ours, "rev-parse", "HEAD") == git(ours, "rev-parse", "v1")
+
+
+def test_local_changes_elsewhere_are_kept(tmp_path: Path, repo: Path) -> None:
+    ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
+    theirs = clone_with_git(repo, tmp_path / "theirs", rev="v1")
+    for w in (ours, theirs):
+        (w / "keep.txt").write_bytes(b"edited but untouched by the switch\n")
+        (w / "untracked.txt").write_bytes(b"mine\n")
+    git(theirs, "checkout", "-q", "v2")
+    checkout(CheckoutOptions(directory=ours, rev="v2"))
+    assert (ours / "keep.txt").read_bytes() == b"edited but untouched by the switch\n"
+    assert (ours / "untracked.txt").read_bytes() == b"mine\n"
+    assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")
+
+
+def test_untracked_in_the_way_refused_even_with_force(tmp_path: Path, repo: Path) -> None:
+    ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
+    (ours / "renamed.txt").write_bytes(b"untracked, mine\n")
+    for force in (False, True):
+        with pytest.raises(DestinationError, match="renamed.txt"):
+            checkout(CheckoutOptions(directory=ours, rev="v2", force=force))
+        assert (ours / "renamed.txt").read_bytes() == b"untracked, mine\n"
+
+
+def test_force_discards_tracked_changes(tmp_path: Path, repo: Path) -> None:
+    ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
+    theirs = clone_with_git(repo, tmp_path / "theirs", rev="v1")
+    for w in (ours, theirs):
+        (w / "change.txt").write_bytes(b"my work\n")
+        (w / "keep.txt").write_bytes(b"also mine\n")
+    git(theirs, "checkout", "-q", "-f", "v2")
+    checkout(CheckoutOptions(directory=ours, rev="v2", force=True))
+    assert_same_as_git(ours, theirs)
+
+
+def test_staged_change_carried_when_switch_does_not_touch_it(tmp_path: Path, repo: Path) -> None:
+    ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
+    theirs = clone_with_git(repo, tmp_path / "theirs", rev="v1")
+    for w in (ours, theirs):
+        (w / "keep.txt").write_bytes(b"staged\n")
+        git(w, "add", "keep.txt")
+    git(theirs, "checkout", "-q", "v2")
+    checkout(CheckoutOptions(directory=ours, rev="v2"))
+    assert git(ours, "diff", "--cached", "--name-only") == git(theirs, "diff", "--cached", "--name-only")
+    assert git(ours, "ls-files", "-s") == git(theirs, "ls-files", "-s")
+
+
+def test_dry_run_counts_only_the_changes(tmp_path: Path, repo: Path) -> None:
+    ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
+    result = checkout(CheckoutOptions(directory=ours, rev="v2", dry_run=True))
+    assert result.mode == "switch" and result.dry_run
+    assert result.files < len(V1) + 5 and result.deleted > 0
+    assert git(ours, "rev-parse", "HEAD") == git(ours, "rev-parse", "v1")
+    assert (ours / "delete.txt").exists()
