@@ -38,11 +38,13 @@ def test_git_subcommand_name(tmp_path: Path) -> None:
 
 def test_errors_are_one_line_with_exit_codes(tmp_path: Path) -> None:
     src = make_repo(tmp_path, {b"f": b"x"})
+    occupied = clone_no_checkout(src, tmp_path / "occupied")
+    (occupied / "stray").write_bytes(b"mine")
     cases = [
         (["checkout", "-C", str(tmp_path / "missing")], 1, "no such directory"),
         (["checkout", "-C", str(tmp_path)], 1, "not a git repository"),
         (["checkout", "-C", str(src), "nope"], 1, "unknown revision 'nope'"),
-        (["checkout", "-C", str(src)], 1, "not empty"),
+        (["checkout", "-C", str(occupied)], 1, "not empty"),
         (["checkout", "--workers", "zero", "-C", str(src)], 2, "workers"),
         (["frobnicate"], 2, "invalid choice"),
         ([], 2, "a command is required"),
