@@ -149,7 +149,8 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     config = read_config(git)
     commit, branch = _resolve_target(git, opts.rev)
     tree = resolve(git, commit, "tree")
-    entries = list_tree(git, tree)
+    # Sizes cost git a header read per blob; only the dry run reports them.
+    entries = list_tree(git, tree, sizes=opts.dry_run)
     _check_safe(entries, config)
 
     from . import switch  # incremental switch lives in its own module
@@ -189,6 +190,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     head = update_head(git, opts.rev, commit, branch)
     marker.unlink(missing_ok=True)
     result.seconds = time.monotonic() - t0
+    result.bytes = outcome.bytes
     result.written = outcome.files - getattr(outcome, "kept", 0)
     result.kept = getattr(outcome, "kept", 0)
     result.adapt_summary = getattr(outcome, "adapt_summary", None)
@@ -203,7 +205,7 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
     repo = discover(git)
     config = read_config(git)
     tree = resolve(git, opts.rev, "tree")
-    entries = list_tree(git, tree)
+    entries = list_tree(git, tree, sizes=opts.dry_run)
     _check_safe(entries, config)
     dest = Path(os.path.abspath(opts.destination))
     if dest.exists():
@@ -245,6 +247,7 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
             conversion=bool(conversion), verify_existing=False, spawn=opts.spawn,
         )
     result.seconds = time.monotonic() - t0
+    result.bytes = outcome.bytes
     result.written = outcome.files
     result.adapt_summary = getattr(outcome, "adapt_summary", None)
     return result
@@ -510,7 +513,7 @@ def _keep_verified(
             ok = _blob_oid(os.readlink(path), repo.object_format) == e.oid
         elif e.mode == MODE_GITLINK:
             ok = stat_mod.S_ISDIR(st.st_mode)
-        elif stat_mod.S_ISREG(st.st_mode) and not conversion and st.st_size == e.size:
+        elif stat_mod.S_ISREG(st.st_mode) and not conversion and e.size in (-1, st.st_size):
             want_x = e.mode == 0o100755
             if bool(st.st_mode & 0o100) == want_x:
                 with open(path, "rb") as f:

@@ -220,6 +220,7 @@ def switch(
     )
     result.head = co.update_head(git, opts.rev, commit, branch)
     result.seconds = time.monotonic() - t0
+    result.bytes = outcome.bytes
     result.written = len(write_entries)
     result.adapt_summary = getattr(outcome, "adapt_summary", None)
     return result

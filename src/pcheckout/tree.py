@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import GitError
 from .git import Git
@@ -13,9 +13,9 @@ MODE_SYMLINK = 0o120000
 MODE_GITLINK = 0o160000
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One path of the tree to be written."""
+class Entry(NamedTuple):
+    """One path of the tree to be written (a tuple: 100k of them are made per
+    checkout, and a NamedTuple is ~3x cheaper to build than a frozen dataclass)."""
 
     path: bytes
     mode: int
@@ -23,7 +23,7 @@ class Entry:
     size: int  # -1 when not known (gitlinks, or listing without sizes)
 
 
-def list_tree(git: Git, tree: str, *, sizes: bool = True) -> list[Entry]:
+def list_tree(git: Git, tree: str, *, sizes: bool = False) -> list[Entry]:
     """Every non-tree entry of ``tree``, recursively, in git's order.
 
     ``sizes=True`` adds ``-l``: git then reads each blob's header, which the dry
@@ -35,6 +35,7 @@ def list_tree(git: Git, tree: str, *, sizes: bool = True) -> list[Entry]:
     out = git.out(*args, tree)
     entries: list[Entry] = []
     append = entries.append
+    modes: dict[bytes, int] = {}
     for record in out.split(b"\0"):
         if not record:
             continue
@@ -42,7 +43,9 @@ def list_tree(git: Git, tree: str, *, sizes: bool = True) -> list[Entry]:
         if not sep:
             raise GitError(f"unexpected ls-tree output: {record[:80]!r}")
         fields = meta.split()
-        mode = int(fields[0], 8)
+        mode = modes.get(fields[0])
+        if mode is None:
+            mode = modes[fields[0]] = int(fields[0], 8)
         size = -1
         if sizes and len(fields) > 3 and fields[3] != b"-":
             size = int(fields[3])
