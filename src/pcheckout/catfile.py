@@ -21,13 +21,14 @@ writing answers we have not read yet (the classic two-pipe deadlock).
 from __future__ import annotations
 
 import enum
+import errno
 import os
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
-from .errors import CatFileError, decode
+from .errors import CatFileError, MissingObjectError, decode
 from .git import Git
 
 #: Unread request bytes allowed in git's stdin pipe.  4096 is the smallest pipe
@@ -40,8 +41,16 @@ READ_BUFFER = 256 * 1024
 #: Blobs up to this size are read in one call and written with one write().
 SMALL_BLOB = 1024 * 1024
 
-#: Seam for tests: build the process from git's argv (a stand-in may ignore it).
-Spawn = Callable[[Sequence[str]], "subprocess.Popen[bytes]"]
+
+class Spawn(Protocol):
+    """Seam for tests: build the process from git's argv and the Popen keywords.
+
+    The keywords are the pipes, the stderr file, ``env`` and buffering that a
+    real cat-file would get; a stand-in should pass them on to ``Popen`` (its
+    stderr then shows up in error messages like git's would).
+    """
+
+    def __call__(self, argv: Sequence[str], **popen_kw: Any) -> subprocess.Popen[bytes]: ...
 
 
 class State(enum.Enum):
@@ -133,7 +142,10 @@ class CatFile:
             args.append("-z")
         self._stderr = tempfile.TemporaryFile(prefix="pcheckout-catfile-")
         self.last_request = b""
-        popen_kw = dict(
+        #: The object whose answer is being read (named when the answer is bad).
+        self.asked = ""
+        self._failure: CatFileError | None = None
+        popen_kw: dict[str, Any] = dict(
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -144,10 +156,15 @@ class CatFile:
             if spawn is None:
                 self.proc = git.popen(args, **popen_kw)
             else:
-                self.proc = spawn(git.argv(args))
+                env = None if git.env is None else dict(git.env)
+                self.proc = spawn(git.argv(args), env=env, **popen_kw)
         except OSError as exc:
             self._stderr.close()
-            raise CatFileError(f"cannot start git cat-file: {exc}") from None
+            reason = exc.strerror or str(exc)
+            hint = ""
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                hint = "; use fewer workers (-j) or raise the open-file limit (ulimit -n)"
+            raise CatFileError(f"cannot start git cat-file: {reason}{hint}") from None
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in = self.proc.stdin
         self._out: Any = self.proc.stdout
@@ -177,16 +194,23 @@ class CatFile:
     def read_header(self, oid: str) -> tuple[bytes, int]:
         """The answer's (type, size) for a request of ``oid``."""
         self._check_open()
+        self.asked = oid
         line = self._out.readline()
         if not line:
             self._broken("exited before answering")
         if not line.endswith(b"\n"):
             self._broken("sent a truncated header")
         parts = line[:-1].split(b" ")
-        if len(parts) == 2 and parts[1] == b"missing":
-            self._broken(f"says object {oid} is missing", dead=False)
+        if len(parts) == 2 and parts[1] == b"missing" and parts[0] == oid.encode("ascii"):
+            # A complete answer, not a fault of the process: retrying cannot help.
+            self.state = State.BROKEN
+            self._failure = MissingObjectError(
+                f"object {oid} is missing from the repository", stderr=self.stderr_tail()
+            )
+            self._failure.request = oid
+            raise self._failure
         if len(parts) != 3 or parts[0] != oid.encode("ascii") or not parts[2].isdigit():
-            self._broken(f"answered {decode(line[:120]).strip()!r} to a request for {oid}")
+            self._broken(f"answered {decode(line[:120]).strip()!r}")
         return parts[1], int(parts[2])
 
     def read_small(self, size: int) -> bytes:
@@ -272,10 +296,12 @@ class CatFile:
             return b""
 
     def _check_open(self) -> None:
-        if self.state is State.CLOSED:
-            raise CatFileError(f"{self.name}: used after it was closed")
-        if self.state is State.BROKEN:
-            raise CatFileError(f"{self.name}: used after it broke")
+        if self.state is State.OPEN:
+            return
+        if self.state is State.BROKEN and self._failure is not None:
+            raise self._failure  # what broke it, with git's stderr
+        what = "closed" if self.state is State.CLOSED else "it broke"
+        raise CatFileError(f"{self.name}: used after it was {what}")
 
     def _broken(self, what: str, *, dead: bool = True) -> None:
         self.state = State.BROKEN
@@ -285,5 +311,9 @@ class CatFile:
             except subprocess.TimeoutExpired:
                 pass
         err = self.stderr_tail()
-        req = decode(self.last_request).strip()
-        raise CatFileError(f"{self.name} {what} (last request: {req})", stderr=err)
+        req = self.asked or decode(self.last_request).strip()
+        exc = CatFileError(f"{self.name} {what} (request: {req})", stderr=err)
+        exc.detail = f"{self.name} {what}"
+        exc.request = req
+        self._failure = exc
+        raise exc

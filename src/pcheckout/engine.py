@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .catfile import REQUEST_WINDOW, SMALL_BLOB, CatFile, Spawn
-from .errors import CatFileError, PcheckoutError, WriteError
+from .errors import CatFileError, MissingObjectError, PcheckoutError, WriteError, quote_path
 from .git import Git
 from .tree import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, Entry
 
@@ -38,6 +38,15 @@ MAX_RESTARTS = 2
 #: (load balance at the end of the run) but not so small that the shared
 #: queue lock is taken per file; 64 is ~1 ms of tmpfs work.
 MIN_BATCH, MAX_BATCH, BATCHES_PER_WORKER = 1, 64, 8
+
+#: Open files one worker holds at most: its cat-file's stdin, stdout and stderr
+#: file, the same again for the plain cat-file that filtered mode uses for
+#: symlinks, and the file being written (7), rounded up for the pipes that
+#: exist briefly while a process starts.
+FDS_PER_WORKER = 8
+#: Descriptors kept free for the main thread (git commands, the index, the
+#: marker) when the open-file limit caps the worker count.
+FDS_RESERVED = 16
 
 O_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(
     os, "O_CLOEXEC", 0
@@ -139,7 +148,7 @@ class Engine:
         self.limit_history.append((0.0, self._limit))
         n = len(self.entries)
         threads = []
-        nworkers = max(1, min(self.opts.workers, n)) if n else 0
+        nworkers = max(1, min(self.opts.workers, n, _fd_budget())) if n else 0
         self._live = nworkers
         if nworkers == 0:
             self._done.set()
@@ -249,7 +258,12 @@ class Engine:
                 if out:
                     assert cf is not None
                     cf.last_request = out[-1]
-                    cf.send(b"".join(out))
+                    try:
+                        cf.send(b"".join(out))
+                    except CatFileError as exc:  # it died: a send is where that shows first
+                        restarts = self._give_up_or_count(exc, entries[pending[0]], restarts, st)
+                        cf, pending_bytes = self._restart(wid, cf, pending)
+                        continue
                 if not pending:
                     if exhausted:
                         break
@@ -258,20 +272,12 @@ class Engine:
                 e = entries[i]
                 try:
                     self._receive(cf, i, e, st)  # type: ignore[arg-type]
-                except CatFileError:
-                    if self._stop.is_set() or restarts >= MAX_RESTARTS:
-                        raise
-                    # Restart the process and ask again for everything unanswered.
-                    restarts += 1
-                    st.restarts += 1
-                    assert cf is not None
-                    cf.kill()
+                except CatFileError as exc:
+                    # Restart the process and ask again for everything unanswered
+                    # (the file of entry i, if begun, was removed by _write_file).
+                    restarts = self._give_up_or_count(exc, e, restarts, st)
                     pending.appendleft(i)
-                    cf = self._open(wid, filters=self.opts.filters)
-                    lines = [cf.request_line(entries[j].oid, entries[j].path) for j in pending]
-                    pending_bytes = sum(len(x) for x in lines)
-                    cf.last_request = lines[-1]
-                    cf.send(b"".join(lines))
+                    cf, pending_bytes = self._restart(wid, cf, pending)  # type: ignore[arg-type]
                     continue
                 pending_bytes -= len(cf.request_line(e.oid, e.path))  # type: ignore[union-attr]
             if cf is not None:
@@ -291,6 +297,41 @@ class Engine:
                 if self._live == 0:
                     self._done.set()
                 self._gate.notify_all()
+
+    def _give_up_or_count(
+        self, exc: CatFileError, e: Entry, restarts: int, st: WorkerStats
+    ) -> int:
+        """Raise the error a user sees, or count one more restart."""
+        if self._stop.is_set():
+            raise _Stop from None  # killed by us (another worker failed or an interrupt)
+        where = f"{e.oid} for {quote_path(e.path)}"
+        if isinstance(exc, MissingObjectError):
+            raise MissingObjectError(
+                f"object {where} is missing from the repository", stderr=exc.stderr
+            ) from None
+        if restarts >= MAX_RESTARTS:
+            raise CatFileError(
+                f"{exc.detail} (last request: {where}; gave up after {restarts} restart"
+                f"{'s' if restarts != 1 else ''})",
+                stderr=exc.stderr,
+            ) from None
+        st.restarts += 1
+        return restarts + 1
+
+    def _restart(self, wid: int, cf: CatFile, pending: deque[int]) -> tuple[CatFile, int]:
+        """A fresh process for worker ``wid``, asked again for every pending entry."""
+        cf.kill()
+        cf = self._open(wid, filters=self.opts.filters)
+        if not pending:
+            return cf, 0
+        entries = self.entries
+        lines = [cf.request_line(entries[j].oid, entries[j].path) for j in pending]
+        cf.last_request = lines[-1]
+        try:
+            cf.send(b"".join(lines))
+        except CatFileError:
+            pass  # it broke already: the next read re-raises this and counts a restart
+        return cf, sum(len(x) for x in lines)
 
     def _open(self, wid: int, *, filters: bool) -> CatFile:
         cf = CatFile(
@@ -490,6 +531,28 @@ class Engine:
             procs = list(self._procs)
         for p in procs:
             p.kill()
+
+
+def _fd_budget() -> int:
+    """How many workers the open-file limit (RLIMIT_NOFILE) leaves room for.
+
+    A low ``ulimit -n`` then means fewer workers instead of EMFILE half way
+    through; at least one worker always runs (and fails clearly if even that
+    does not fit).
+    """
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return 1 << 30
+    if soft == resource.RLIM_INFINITY:
+        return 1 << 30
+    try:
+        in_use = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        in_use = 3
+    return max(1, (soft - in_use - FDS_RESERVED) // FDS_PER_WORKER)
 
 
 def _write_all(fd: int, data: bytes) -> None:

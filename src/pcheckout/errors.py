@@ -10,6 +10,7 @@ that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
     │   ├── NotARepositoryError
     │   ├── UnknownRevisionError
     │   └── CatFileError        a cat-file worker died, lied or was truncated
+    │       └── MissingObjectError  the object is not in the repository
     ├── DestinationError        the working tree is not in a state we may write to
     │   └── WorktreeNotEmptyError
     ├── UnsafeTreeError         the tree would write outside the destination or into .git
@@ -70,7 +71,16 @@ class UnknownRevisionError(GitError):
 
 
 class CatFileError(GitError):
-    pass
+    """A cat-file process failed; ``detail`` and ``request`` name what and where."""
+
+    def __init__(self, message: str, *, cmd: list[str] | None = None, stderr: bytes = b"") -> None:
+        super().__init__(message, cmd=cmd, stderr=stderr)
+        self.detail = message  # the message without the request and git's stderr
+        self.request = ""  # the request being answered when it failed
+
+
+class MissingObjectError(CatFileError):
+    """git answered ``missing``: the repository lacks the object (no retry helps)."""
 
 
 class DestinationError(PcheckoutError):
