@@ -406,23 +406,32 @@ def summarize(t: dict[str, Any]) -> dict[str, Any]:
             "pcheckout_best_fixed_workers": best_pc["workers"] if best_pc else None}
 
 
+def _mib(values: list[int | None]) -> str:
+    vals = [v for v in values if v is not None]
+    return "-" if not vals else f"{max(vals) / 1024:.1f}"
+
+
 def markdown(t: dict[str, Any]) -> str:
     s = summarize(t)
     gd, gb = s["git_default_s"], s["git_best_s"]
+    rss = t["kind"] == "rss"
     head = (f"### {t['kind']} - {t['dest']} ({t['fs_type']}), repo {t['repo']}, "
             f"{t['entries']} entries\n\n")
+    extra = " tree RSS MiB |" if rss else ""
     lines = ["| row | median s | min s | max s | ÷ git default | ÷ git best "
-             f"(workers={s['git_best_workers']}) | note |",
-             "|---|---:|---:|---:|---:|---:|---|"]
+             f"(workers={s['git_best_workers']}) | maxrss MiB |{extra} note |",
+             "|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if rss else "") + "---|"]
     for r in t["rows"]:
         secs = [x["seconds"] for x in r["runs"] if x["ok"]]
         m = r["median_s"]
-        note = r["error"] or ""
-        lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
-            r["name"], _fmt(m), _fmt(min(secs) if secs else None),
-            _fmt(max(secs) if secs else None),
-            _fmt(m / gd if m and gd else None), _fmt(m / gb if m and gb else None),
-            note.replace("|", "\\|")[:80]))
+        note = (r["error"] or "").replace("|", "\\|")[:80]
+        cols = [r["name"], _fmt(m), _fmt(min(secs) if secs else None),
+                _fmt(max(secs) if secs else None),
+                _fmt(m / gd if m and gd else None), _fmt(m / gb if m and gb else None),
+                _mib([x["maxrss_kib"] for x in r["runs"]])]
+        if rss:
+            cols.append(_mib([x["peak_tree_rss_kib"] for x in r["runs"]]))
+        lines.append("| " + " | ".join([*cols, note]) + " |")
     if t["kind"] == "scaling":
         lines.append("")
         for r in t["rows"]:
