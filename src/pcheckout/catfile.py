@@ -116,6 +116,13 @@ class _Reader:
         self.raw.close()
 
 
+def _start_failure(exc: OSError) -> str:
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.EMFILE, errno.ENFILE):
+        reason += "; use fewer workers (-j) or raise the open-file limit (ulimit -n)"
+    return f"cannot start git cat-file: {reason}"
+
+
 class CatFile:
     """One ``git cat-file --batch`` child; belongs to exactly one worker thread."""
 
@@ -140,7 +147,10 @@ class CatFile:
             args.append("--filters")
         if nul:
             args.append("-z")
-        self._stderr = tempfile.TemporaryFile(prefix="pcheckout-catfile-")
+        try:
+            self._stderr = tempfile.TemporaryFile(prefix="pcheckout-catfile-")
+        except OSError as exc:
+            raise CatFileError(_start_failure(exc)) from None
         self.last_request = b""
         #: The object whose answer is being read (named when the answer is bad).
         self.asked = ""
@@ -160,11 +170,7 @@ class CatFile:
                 self.proc = spawn(git.argv(args), env=env, **popen_kw)
         except OSError as exc:
             self._stderr.close()
-            reason = exc.strerror or str(exc)
-            hint = ""
-            if exc.errno in (errno.EMFILE, errno.ENFILE):
-                hint = "; use fewer workers (-j) or raise the open-file limit (ulimit -n)"
-            raise CatFileError(f"cannot start git cat-file: {reason}{hint}") from None
+            raise CatFileError(_start_failure(exc)) from None
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in = self.proc.stdin
         self._out: Any = self.proc.stdout

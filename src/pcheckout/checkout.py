@@ -180,7 +180,12 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     )
     if opts.dry_run:
         return result
-    marker.write_text(commit + "\n")
+    try:
+        marker.write_text(commit + "\n")
+    except OSError as exc:  # e.g. EROFS, ENOSPC: before anything is written
+        from .errors import WriteError
+
+        raise WriteError(os.fsencode(marker), exc) from None
     t0 = time.monotonic()
     outcome = write_tree(
         git, config, repo, tree, entries, root, plan, ui,

@@ -1,0 +1,370 @@
+"""Faults: a clear error, nothing lost, no orphan processes, and a re-run finishes.
+
+cat-file faults use a stand-in process (the ``spawn`` seam): a small Python
+proxy in front of a real ``git cat-file --batch`` that misbehaves after N
+answers (dies, kills git, cuts an answer short, answers garbage or "missing").
+Filesystem faults use real kernels' answers: a small tmpfs (ENOSPC), a
+read-only bind mount (EROFS), a 300-byte name (ENAMETOOLONG), a low
+RLIMIT_NOFILE (EMFILE).  Interrupts send SIGINT / SIGTERM to a CLI subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from pcheckout.checkout import IN_PROGRESS, CheckoutOptions, checkout
+from pcheckout.errors import CatFileError, MissingObjectError, WriteError
+
+from conftest import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
+
+#: A generous bound that only catches hangs (behaviour is asserted, never speed).
+HANG_S = 10.0
+
+#: The stand-in: ``python standin.py MODE N FLAG git-argv...``.  It runs the real
+#: git and relays requests; answer number N (0-based) is replaced by the fault.
+#: FLAG is a file created with O_EXCL: only the process that creates it
+#: misbehaves (``-``: every process does).  git dies with the stand-in
+#: (PR_SET_PDEATHSIG), so a killed stand-in leaves no git behind.
+STANDIN = r'''
+import ctypes, os, signal, subprocess, sys, threading
+mode, n, flag, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+if flag != "-":
+    try:
+        os.close(os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        mode = "ok"
+def die_with_parent():
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+git = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                       preexec_fn=die_with_parent)
+def pump():
+    while True:
+        data = os.read(0, 65536)
+        if not data:
+            break
+        try:
+            git.stdin.write(data)
+            git.stdin.flush()
+        except OSError:
+            break
+    try:
+        git.stdin.close()
+    except OSError:
+        pass
+threading.Thread(target=pump, daemon=True).start()
+out = sys.stdout.buffer
+answers = 0
+while True:
+    header = git.stdout.readline()
+    if not header:
+        break
+    parts = header.split()
+    body = git.stdout.read(int(parts[2]) + 1) if len(parts) == 3 else b""
+    if answers == n and mode != "ok":
+        if mode == "die":
+            sys.stderr.write("fatal: simulated crash\n")
+            sys.stderr.flush()
+            os._exit(1)
+        if mode == "kill":
+            git.kill()
+            git.wait()
+            continue
+        if mode == "truncate":
+            out.write(header + body[: len(body) // 2])
+            out.flush()
+            sys.stderr.write("fatal: simulated truncation\n")
+            sys.stderr.flush()
+            os._exit(1)
+        if mode == "garbage":
+            header, body = b"this is not a header\n", b""
+        if mode == "missing":
+            header, body = parts[0] + b" missing\n", b""
+    out.write(header + body)
+    out.flush()
+    answers += 1
+git.wait()
+'''
+
+#: Files for the cat-file tests: "0big" sorts first and is larger than
+#: catfile.SMALL_BLOB, so it is streamed (a cut answer leaves a partial file).
+BIG = bytes(range(256)) * (6 * 1024)  # 1.5 MiB
+FILES: dict[bytes, bytes | tuple[str, bytes]] = {
+    b"0big": BIG,
+    **{b"d%d/f%02d.txt" % (i % 4, i): b"file %d\n" % i * (i + 1) for i in range(40)},
+    b"link": ("l", b"d0/f00.txt"),
+    b"run.sh": ("x", b"#!/bin/sh\n"),
+}
+
+
+# -- helpers -------------------------------------------------------------------
+def no_children() -> list[psutil.Process]:
+    deadline = time.monotonic() + HANG_S
+    while True:
+        kids = [p for p in psutil.Process().children(recursive=True) if p.is_running()
+                and p.status() != psutil.STATUS_ZOMBIE]
+        if not kids or time.monotonic() > deadline:
+            return kids
+        time.sleep(0.02)
+
+
+def standin_spawn(tmp_path: Path, mode: str, n: int, *, once: bool) -> Any:
+    script = tmp_path / "standin.py"
+    script.write_text(STANDIN)
+    flag = str(tmp_path / f"flag-{mode}-{n}") if once else "-"
+
+    def spawn(argv: list[str], **kw: Any) -> subprocess.Popen[bytes]:
+        return subprocess.Popen([sys.executable, str(script), mode, str(n), flag, *argv], **kw)
+
+    return spawn
+
+
+def assert_nothing_partial(work: Path, files: dict[bytes, Any]) -> None:
+    """Every regular file on disk is complete; no index claims anything."""
+    root = os.fsencode(work)
+    for path, content in files.items():
+        full = root + b"/" + path
+        if isinstance(content, tuple) or not os.path.lexists(full):
+            continue
+        with open(full, "rb") as f:
+            assert f.read() == content, path
+    assert not (work / ".git" / "index").exists()
+
+
+def assert_finishes(ours: Path, src: Path, tmp_path: Path, **kw: Any) -> None:
+    """A plain re-run resumes and ends identical to git's checkout."""
+    assert (ours / ".git" / IN_PROGRESS).exists()
+    result = checkout(CheckoutOptions(directory=ours, **kw))
+    assert result.mode in ("resume", "checkout")
+    assert not (ours / ".git" / IN_PROGRESS).exists()
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path, FILES)
+
+
+# -- cat-file faults -------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("mode", "n"),
+    [("die", 3), ("kill", 3), ("truncate", 0), ("truncate", 5), ("garbage", 2)],
+)
+def test_catfile_fault_once_is_restarted_and_retried(
+    tmp_path: Path, repo: Path, mode: str, n: int
+) -> None:
+    ours = clone_no_checkout(repo, tmp_path / "ours")
+    spawn = standin_spawn(tmp_path, mode, n, once=True)
+    checkout(CheckoutOptions(directory=ours, workers="2", adapt=False, spawn=spawn))
+    assert (tmp_path / f"flag-{mode}-{n}").exists()  # the fault did happen
+    assert no_children() == []
+    assert_same_as_git(ours, clone_with_git(repo, tmp_path / "theirs"))
+
+
+@pytest.mark.parametrize(
+    ("mode", "n", "stderr"),
+    [("die", 2, "simulated crash"), ("kill", 2, None), ("truncate", 0, "simulated truncation"),
+     ("garbage", 1, None)],
+)
+def test_catfile_fault_every_time_gives_a_clear_error(
+    tmp_path: Path, repo: Path, mode: str, n: int, stderr: str | None
+) -> None:
+    ours = clone_no_checkout(repo, tmp_path / "ours")
+    spawn = standin_spawn(tmp_path, mode, n, once=False)
+    with pytest.raises(CatFileError) as info:
+        checkout(CheckoutOptions(directory=ours, workers="2", adapt=False, spawn=spawn))
+    msg = str(info.value)
+    assert "\n" not in msg
+    assert msg.startswith("cat-file of worker ")
+    assert "last request: " in msg and "gave up after 2 restarts" in msg
+    if stderr:
+        assert stderr in msg
+    assert no_children() == []
+    assert_nothing_partial(ours, FILES)
+    assert_finishes(ours, repo, tmp_path)
+
+
+def test_catfile_says_missing_is_not_retried(tmp_path: Path, repo: Path) -> None:
+    ours = clone_no_checkout(repo, tmp_path / "ours")
+    spawn = standin_spawn(tmp_path, "missing", 0, once=True)
+    with pytest.raises(MissingObjectError) as info:
+        checkout(CheckoutOptions(directory=ours, workers="1", adapt=False, spawn=spawn))
+    msg = str(info.value)
+    oid = git(repo, "rev-parse", "HEAD:0big").decode().strip()
+    assert msg == f"object {oid} for 0big is missing from the repository"
+    assert no_children() == []
+    assert_nothing_partial(ours, FILES)
+    assert_finishes(ours, repo, tmp_path)
+
+
+def test_really_missing_object(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, {b"a": b"a\n", b"b": b"b\n"})
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    # A local clone hard-links src's loose objects: drop b's from ours.
+    oid = git(src, "rev-parse", "HEAD:b").decode().strip()
+    (ours / ".git" / "objects" / oid[:2] / oid[2:]).unlink()
+    with pytest.raises(MissingObjectError, match=f"^object {oid} for b is missing"):
+        checkout(CheckoutOptions(directory=ours, workers="2", adapt=False))
+    assert no_children() == []
+    assert not (ours / ".git" / "index").exists()
+
+
+# -- filesystem faults -------------------------------------------------------------
+def _need_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mount needs root")
+
+
+@pytest.fixture
+def mounts() -> Iterator[list[Path]]:
+    """Mount points to unmount (lazily, newest first) when the test ends."""
+    made: list[Path] = []
+    yield made
+    for m in reversed(made):
+        subprocess.run(["umount", "-l", str(m)], capture_output=True)
+
+
+def _mount(*args: str) -> None:
+    proc = subprocess.run(["mount", *args], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"mount {' '.join(args)} failed here: {proc.stderr.strip()}")
+
+
+def test_enospc_stops_with_one_line_and_resumes(tmp_path: Path, mounts: list[Path]) -> None:
+    _need_root()
+    # 64 files of 16 KiB (1 MiB) that compress to almost nothing in .git.
+    files = {b"dir%d/file%02d" % (i % 3, i): (b"%02d" % i) * 8192 for i in range(64)}
+    src = make_repo(tmp_path, files)
+    small = tmp_path / "small"
+    small.mkdir()
+    _mount("-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small))
+    mounts.append(small)
+    ours = small / "ours"  # one pack (not 4 KiB per loose object) leaves room for files
+    git(tmp_path, "clone", "-q", "--no-local", "--no-checkout", str(src), str(ours))
+    from conftest import run_cli
+
+    t0 = time.monotonic()
+    proc = run_cli("checkout", "-C", str(ours), "-j", "4", "--no-adapt", timeout=HANG_S * 6)
+    assert time.monotonic() - t0 < HANG_S
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("pcheckout: error: cannot write dir")
+    assert lines[0].endswith(": No space left on device (ENOSPC)")
+    assert not (ours / ".git" / "index").exists()
+    assert_nothing_partial(ours, files)
+    _mount("-o", "remount,size=64m", str(small))
+    proc = run_cli("checkout", "-C", str(ours))
+    assert proc.returncode == 0, proc.stderr
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
+
+
+def test_erofs_work_tree(tmp_path: Path, mounts: list[Path]) -> None:
+    _need_root()
+    src = make_repo(tmp_path, {b"a/b": b"b\n", b"c": b"c\n"})
+    # The git dir stays writable (the marker goes there); the work tree is a
+    # read-only bind mount.
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "-q", "--no-checkout", "--separate-git-dir",
+        str(tmp_path / "gitdir"), str(src), str(work))
+    os.unlink(work / ".git")
+    backing = tmp_path / "backing"
+    work.rename(backing)
+    work.mkdir()
+    _mount("--bind", str(backing), str(work))
+    mounts.append(work)
+    _mount("-o", "remount,bind,ro", str(work))
+    from conftest import run_cli
+
+    proc = run_cli("checkout", "-C", str(work), env={"GIT_DIR": str(tmp_path / "gitdir"),
+                                                      "GIT_WORK_TREE": str(work)})
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        proc.stderr.strip()
+    ]
+    assert proc.stderr.startswith("pcheckout: error: cannot write ")
+    assert "Read-only file system (EROFS)" in proc.stderr
+    assert os.listdir(backing) == []
+
+
+def test_erofs_whole_repository(tmp_path: Path, mounts: list[Path]) -> None:
+    _need_root()
+    src = make_repo(tmp_path, {b"a": b"a\n"})
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    _mount("--bind", str(ours), str(ours))
+    mounts.append(ours)
+    _mount("-o", "remount,bind,ro", str(ours))
+    from conftest import run_cli
+
+    proc = run_cli("checkout", "-C", str(ours))
+    assert proc.returncode == 1, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "Read-only file system (EROFS)" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_enametoolong(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, {b"ok": b"ok\n"})
+    blob = git(src, "hash-object", "-w", "--stdin", input=b"long\n").decode().strip()
+    ok = git(src, "rev-parse", "HEAD:ok").decode().strip()
+    long = "n" * 300
+    tree = git(src, "mktree", input=f"100644 blob {blob}\t{long}\n100644 blob {ok}\tok\n".encode())
+    commit = git(src, "commit-tree", "-m", "long", tree.decode().strip()).decode().strip()
+    git(src, "update-ref", "refs/heads/main", commit)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    from conftest import run_cli
+
+    proc = run_cli("checkout", "-C", str(ours))
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr == f"pcheckout: error: cannot write {long}: File name too long (ENAMETOOLONG)\n"
+    assert not (ours / ".git" / "index").exists()
+    assert no_children() == []
+
+
+def _limit_files(n: int) -> Any:
+    def pre() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+    return pre
+
+
+def test_low_open_file_limit_means_fewer_workers(tmp_path: Path) -> None:
+    # 32 workers need ~130 descriptors; under a limit of 48 the engine starts
+    # as many as fit (measured: without that cap this tree fails with EMFILE).
+    files = {b"d%d/f%04d" % (i % 17, i): b"%d\n" % i for i in range(2000)}
+    src = make_repo(tmp_path, files)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    proc = subprocess.run([sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours),
+                           "-j", "32", "--no-adapt"], capture_output=True, text=True,
+                          preexec_fn=_limit_files(48), timeout=HANG_S * 6)
+    assert proc.returncode == 0, proc.stderr
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
+
+
+def test_open_file_limit_too_low_for_one_worker(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, {b"a": b"a\n", b"b": b"b\n"})
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    failures = []
+    for limit in range(6, 15):  # from "nothing fits" up to the first that works
+        proc = subprocess.run([sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours),
+                               "-j", "4"], capture_output=True, text=True,
+                              preexec_fn=_limit_files(limit), timeout=HANG_S * 6)
+        if proc.returncode == 0:
+            break
+        failures.append(proc)
+        assert proc.returncode == 1, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "Too many open files" in proc.stderr
+        assert not (ours / ".git" / "index").exists()
+    assert failures, "no limit was low enough to fail"
+    assert any("cannot start git cat-file" in p.stderr for p in failures)
