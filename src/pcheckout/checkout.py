@@ -191,7 +191,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         git, config, repo, tree, entries, root, plan, ui,
         conversion=bool(conversion), verify_existing=resume, spawn=opts.spawn,
     )
-    write_index(repo, config, entries, outcome)
+    write_index(repo, config, entries, outcome, settle=latency_bound(fs))
     head = update_head(git, opts.rev, commit, branch)
     marker.unlink(missing_ok=True)
     result.seconds = time.monotonic() - t0
@@ -534,8 +534,10 @@ def _keep_verified(
 #: only if the index file is from a later *second* than the file's mtime; a
 #: "racily clean" entry is re-hashed by the next ``git status``.  Measured here
 #: with strace: index written 50 ms after the files -> every file re-hashed;
-#: 1.1 s later -> none.  Waiting costs at most a second, so we wait only when
-#: at least this many entries would be racy (re-hashing fewer is cheaper).
+#: 1.1 s later -> none.  Waiting costs up to a second, so we wait only on
+#: latency-bound filesystems (where re-hashing a file costs round trips) and
+#: only when at least this many entries would be racy.  On tmpfs or a local
+#: disk the re-hash is cheaper than the wait, and git's own checkout never waits.
 SETTLE_MIN_RACY = 64
 
 
@@ -551,7 +553,18 @@ def settle_racy_timestamps(stats: list[os.stat_result | None]) -> int:
     return racy
 
 
-def write_index(repo: Repo, config: dict[str, str], entries: list[Entry], outcome: Outcome) -> None:
+def latency_bound(fs: object) -> bool:
+    return bool(getattr(fs, "latency_bound", False))
+
+
+def write_index(
+    repo: Repo,
+    config: dict[str, str],
+    entries: list[Entry],
+    outcome: Outcome,
+    *,
+    settle: bool = False,
+) -> None:
     from . import index as ix
 
     version = _index_version(config)
@@ -561,7 +574,8 @@ def write_index(repo: Repo, config: dict[str, str], entries: list[Entry], outcom
             raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
         items.append(ix.IndexEntry.from_stat(e.path, e.mode, bytes.fromhex(e.oid), st))
     items.sort(key=ix.sort_key)
-    settle_racy_timestamps(outcome.stats)
+    if settle:
+        settle_racy_timestamps(outcome.stats)
     ix.write_index(
         repo.index_path,
         items,

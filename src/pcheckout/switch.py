@@ -210,7 +210,8 @@ def switch(
         if st is None:
             raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
         new_entries.append(ix.IndexEntry.from_stat(e.path, e.mode, bytes.fromhex(e.oid), st))
-    co.settle_racy_timestamps(outcome.stats)
+    if co.latency_bound(fs):
+        co.settle_racy_timestamps(outcome.stats)
     ix.write_index(
         repo.index_path,
         sorted(new_entries, key=ix.sort_key),

@@ -29,12 +29,11 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil  # type: ignore[import-untyped]
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+if TYPE_CHECKING:  # rich is imported only to render: a checkout never pays for it
+    from rich.console import Console
 
 from pcheckout.errors import DestinationError, UsageError, WriteError
 from pcheckout.fsdetect import FsInfo, detect
@@ -454,6 +453,9 @@ _BAR_WIDTH = 40
 
 def render(console: Console, result: TuneResult) -> None:
     """A bar chart: files/s per worker count, the chosen count marked."""
+    from rich.table import Table
+    from rich.text import Text
+
     best_n, best = max(result.curve, key=lambda p: (p[1], -p[0]))
     table = Table(
         title=f"pcheckout tune: {result.mount_point} ({result.kind}), {result.measured_on}",
