@@ -368,3 +368,91 @@ def test_open_file_limit_too_low_for_one_worker(tmp_path: Path) -> None:
         assert not (ours / ".git" / "index").exists()
     assert failures, "no limit was low enough to fail"
     assert any("cannot start git cat-file" in p.stderr for p in failures)
+
+
+# -- interrupts ----------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def big_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[bytes, bytes]]]:
+    """~5,000 files on tmpfs (/dev/shm when there is one): a checkout takes a while."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="pcheckout-faults-",
+                                 dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    files = {b"d%02d/f%05d" % (i % 50, i): b"x%d\n" % i * 200 for i in range(5000)}
+    mp = pytest.MonkeyPatch()
+    from conftest import GIT_ENV
+
+    for k, v in GIT_ENV.items():
+        mp.setenv(k, v)
+    try:
+        yield make_repo(base, files), files
+    finally:
+        mp.undo()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def _our_processes(work: Path) -> list[psutil.Process]:
+    """Live processes whose command line names the work tree (git -C <work> ...)."""
+    found = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        try:
+            if str(work) in " ".join(p.info["cmdline"] or []) and (
+                p.info["status"] != psutil.STATUS_ZOMBIE
+            ):
+                found.append(p)
+        except psutil.Error:
+            pass
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_stops_promptly_and_a_rerun_finishes(
+    tmp_path: Path, big_repo: tuple[Path, dict[bytes, bytes]], signum: int
+) -> None:
+    src, files = big_repo
+    for _attempt in range(3):  # the checkout may win the race to the signal: try again
+        ours = src.parent / f"ours-{signum}-{_attempt}"
+        git(src.parent, "clone", "-q", "--no-checkout", str(src), str(ours))
+        cli = subprocess.Popen([sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours),
+                                "-j", "2", "--no-adapt"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + HANG_S
+        while not any(n != ".git" for n in os.listdir(ours)) and cli.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+        kids = psutil.Process(cli.pid).children(recursive=True) if cli.poll() is None else []
+        cli.send_signal(signum)
+        sent = time.monotonic()
+        out, err = cli.communicate(timeout=HANG_S)
+        stopped = time.monotonic() - sent
+        if cli.returncode == 0:
+            continue  # finished before the signal arrived
+        break
+    else:
+        pytest.skip("the checkout finished before the signal three times")
+    assert cli.returncode == 128 + signum, err
+    assert stopped < HANG_S
+    name = signal.Signals(signum).name
+    assert err == (f"pcheckout: error: interrupted by {name}; "
+                   "run 'pcheckout checkout' again to finish\n")
+    assert kids, "no cat-file was running when the signal was sent"
+    assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
+    assert _our_processes(ours) == []
+    assert not (ours / ".git" / "index").exists()
+    assert (ours / ".git" / IN_PROGRESS).exists()
+    assert_nothing_partial(ours, files)
+    on_disk = [p for p in files if os.path.exists(os.fsencode(ours) + b"/" + p)]
+    assert 0 < len(on_disk) < len(files)
+    # What a SIGKILL could leave: a file cut short, and one of the right size
+    # with the wrong bytes.  Resume must rewrite both and keep the rest.
+    cut, wrong = on_disk[0], on_disk[-1]
+    with open(os.fsencode(ours) + b"/" + cut, "r+b") as f:
+        f.truncate(3)
+    with open(os.fsencode(ours) + b"/" + wrong, "r+b") as f:
+        f.write(b"Y")
+    result = checkout(CheckoutOptions(directory=ours))
+    assert result.mode == "resume"
+    assert result.kept == len(on_disk) - 2
+    assert result.written == len(files) - result.kept
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
