@@ -26,7 +26,8 @@ Method, for every table:
   clone this writes every file and the index and honours checkout.workers (checked: the
   same file count as ``reset --hard HEAD``, and trace2 shows checkout--worker processes);
 * every command gets ``GIT_CONFIG_GLOBAL=/dev/null`` and ``GIT_CONFIG_NOSYSTEM=1`` so a
-  personal ``checkout.workers`` cannot leak into the "git default" row.
+  personal ``checkout.workers`` cannot leak into the "git default" row, and an empty
+  ``XDG_CACHE_HOME`` so no stored ``pcheckout tune`` result shapes the "auto" rows.
 
 pcheckout rows fail soft: a failure is recorded with its stderr tail and the run goes on.
 """
@@ -139,6 +140,12 @@ def pcheckout_cmd() -> list[str]:
 
 def bench_env() -> dict[str, str]:
     env = {**os.environ, **ISOLATED_GIT_ENV}
+    # "auto" means an empty tune cache (issue 5's bound): a stored `pcheckout tune`
+    # result of the machine must not leak into the pcheckout auto rows.
+    empty = PROJECT / "bench-out" / "empty-xdg-cache"
+    empty.mkdir(parents=True, exist_ok=True)
+    env["XDG_CACHE_HOME"] = str(empty)
+    env.pop("PCHECKOUT_WORKERS", None)
     src = str(PROJECT / "src")
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
