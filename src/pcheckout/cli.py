@@ -122,29 +122,27 @@ class ConsoleReporter:
         from rich.console import Console
         from rich.progress import (
             BarColumn,
-            DownloadColumn,
             MofNCompleteColumn,
             Progress,
             TextColumn,
             TimeRemainingColumn,
-            TransferSpeedColumn,
         )
 
+        # Files are the unit (the byte total is not known before writing without
+        # asking git for every blob's size); bytes and rates are shown beside.
         self.progress = Progress(
             TextColumn("[bold]writing"),
             BarColumn(),
             MofNCompleteColumn(),
-            TextColumn("files"),
-            DownloadColumn(),
-            TransferSpeedColumn(),
+            TextColumn("files  {task.fields[nbytes]}  {task.fields[rate]}"),
             TimeRemainingColumn(),
             console=Console(stderr=True),
             transient=True,
         )
         self.progress.start()  # type: ignore[attr-defined]
-        self._task = self.progress.add_task("write", total=nbytes or files)  # type: ignore[attr-defined]
-        self._files_total = files
-        self._by_bytes = nbytes > 0
+        self._task = self.progress.add_task(  # type: ignore[attr-defined]
+            "write", total=files, nbytes="", rate="")
+        self._t0 = time.monotonic()
 
     def update(self, files: int, nbytes: int) -> None:
         if self.progress is None:
@@ -153,7 +151,10 @@ class ConsoleReporter:
         if now - self._last < 0.1:  # ~10 Hz is plenty for a human
             return
         self._last = now
-        self.progress.update(self._task, completed=nbytes if self._by_bytes else files)  # type: ignore[attr-defined]
+        dt = max(now - self._t0, 1e-6)
+        self.progress.update(  # type: ignore[attr-defined]
+            self._task, completed=files, nbytes=_human_bytes(nbytes),
+            rate=f"{files / dt:,.0f} files/s, {_human_bytes(nbytes / dt)}/s")
 
     def finish(self) -> None:
         if self.progress is not None:
