@@ -222,7 +222,9 @@ class CatFile:
     def read_small(self, size: int) -> bytes:
         data = self._out.read(size + 1)
         if len(data) != size + 1 or data[-1] != 10:
-            self._broken(f"cut an answer short ({max(len(data) - 1, 0)} of {size} bytes)")
+            if len(data) >= size:
+                self._broken("sent an answer without its trailing newline")
+            self._broken(f"cut an answer short ({len(data)} of {size} bytes)")
         return data[:-1]
 
     def read_filtered(self, sink: Callable[[bytes], None]) -> None:
