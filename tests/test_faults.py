@@ -22,11 +22,10 @@ from typing import Any
 
 import psutil
 import pytest
+from conftest import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
 
 from pcheckout.checkout import IN_PROGRESS, CheckoutOptions, checkout
-from pcheckout.errors import CatFileError, MissingObjectError, WriteError
-
-from conftest import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
+from pcheckout.errors import CatFileError, MissingObjectError
 
 #: A generous bound that only catches hangs (behaviour is asserted, never speed).
 HANG_S = 10.0
@@ -326,7 +325,9 @@ def test_enametoolong(tmp_path: Path) -> None:
 
     proc = run_cli("checkout", "-C", str(ours))
     assert proc.returncode == 1, proc.stderr
-    assert proc.stderr == f"pcheckout: error: cannot write {long}: File name too long (ENAMETOOLONG)\n"
+    assert proc.stderr == (
+        f"pcheckout: error: cannot write {long}: File name too long (ENAMETOOLONG)\n"
+    )
     assert not (ours / ".git" / "index").exists()
     assert no_children() == []
 

@@ -20,6 +20,7 @@ writing answers we have not read yet (the classic two-pipe deadlock).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import errno
 import os
@@ -148,7 +149,8 @@ class CatFile:
         if nul:
             args.append("-z")
         try:
-            self._stderr = tempfile.TemporaryFile(prefix="pcheckout-catfile-")
+            # Lives as long as the process; closed by close() / kill().
+            self._stderr = tempfile.TemporaryFile(prefix="pcheckout-catfile-")  # noqa: SIM115
         except OSError as exc:
             raise CatFileError(_start_failure(exc)) from None
         self.last_request = b""
@@ -220,7 +222,7 @@ class CatFile:
         return parts[1], int(parts[2])
 
     def read_small(self, size: int) -> bytes:
-        data = self._out.read(size + 1)
+        data: bytes = self._out.read(size + 1)
         if len(data) != size + 1 or data[-1] != 10:
             if len(data) >= size:
                 self._broken("sent an answer without its trailing newline")
@@ -255,10 +257,8 @@ class CatFile:
             self.kill()
             return
         self.state = State.CLOSED
-        try:
+        with contextlib.suppress(OSError):
             self._in.close()
-        except OSError:
-            pass
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -274,19 +274,13 @@ class CatFile:
     def kill(self) -> None:
         """Stop the child now (any state) and reap it."""
         if self.proc.poll() is None:
-            try:
+            with contextlib.suppress(OSError):
                 self.proc.kill()
-            except OSError:
-                pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):  # an unkillable child: give up
             self.proc.wait(5)
-        except subprocess.TimeoutExpired:  # pragma: no cover - unkillable child
-            pass
         for stream in (self._in, self._out):
-            try:
+            with contextlib.suppress(OSError):
                 stream.close()
-            except OSError:
-                pass
         if self.state is State.OPEN:
             self.state = State.CLOSED
         if not self._stderr.closed:
@@ -314,10 +308,8 @@ class CatFile:
     def _broken(self, what: str, *, dead: bool = True) -> None:
         self.state = State.BROKEN
         if dead:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(0.2)
-            except subprocess.TimeoutExpired:
-                pass
         err = self.stderr_tail()
         req = self.asked or decode(self.last_request).strip()
         exc = CatFileError(f"{self.name} {what} (request: {req})", stderr=err)

@@ -18,6 +18,7 @@ while the checkout runs; the adaptive controller drives it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat as stat_mod
 import threading
@@ -153,7 +154,9 @@ class Engine:
         if nworkers == 0:
             self._done.set()
         for i in range(nworkers):
-            t = threading.Thread(target=self._worker, args=(i,), name=f"pcheckout-w{i}", daemon=True)
+            t = threading.Thread(
+                target=self._worker, args=(i,), name=f"pcheckout-w{i}", daemon=True
+            )
             threads.append(t)
         try:
             for t in threads:
@@ -327,10 +330,9 @@ class Engine:
         entries = self.entries
         lines = [cf.request_line(entries[j].oid, entries[j].path) for j in pending]
         cf.last_request = lines[-1]
-        try:
+        # If it broke already, the next read re-raises that and counts a restart.
+        with contextlib.suppress(CatFileError):
             cf.send(b"".join(lines))
-        except CatFileError:
-            pass  # it broke already: the next read re-raises this and counts a restart
         return cf, sum(len(x) for x in lines)
 
     def _open(self, wid: int, *, filters: bool) -> CatFile:
@@ -563,7 +565,5 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def _unlink_quietly(path: bytes) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(path)
-    except OSError:
-        pass

@@ -101,7 +101,8 @@ class WriteError(PcheckoutError):
     def __init__(self, path: bytes, exc: OSError) -> None:
         reason = exc.strerror or os.strerror(exc.errno or 0)
         name = errno.errorcode.get(exc.errno or 0, "")
-        super().__init__(f"cannot write {quote_path(path)}: {reason}" + (f" ({name})" if name else ""))
+        suffix = f" ({name})" if name else ""
+        super().__init__(f"cannot write {quote_path(path)}: {reason}{suffix}")
         self.path = path
         self.errno = exc.errno
 
