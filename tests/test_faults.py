@@ -32,17 +32,22 @@ HANG_S = 10.0
 
 #: The stand-in: ``python standin.py MODE N FLAG git-argv...``.  It runs the real
 #: git and relays requests; answer number N (0-based) is replaced by the fault.
-#: FLAG is a file created with O_EXCL: only the process that creates it
-#: misbehaves (``-``: every process does).  git dies with the stand-in
-#: (PR_SET_PDEATHSIG), so a killed stand-in leaves no git behind.
+#: FLAG is a file created with O_EXCL when the fault is due: only the process
+#: that creates it misbehaves (``-``: every process does); after that point
+#: bytes are relayed as they come.  Answers are counted by the plain protocol
+#: (with --filters that count is approximate, fine for "die").  git dies with
+#: the stand-in (PR_SET_PDEATHSIG), so a killed stand-in leaves no git behind.
 STANDIN = r'''
 import ctypes, os, signal, subprocess, sys, threading
 mode, n, flag, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
-if flag != "-":
+def fault_is_mine():
+    if flag == "-":
+        return True
     try:
         os.close(os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        return True
     except FileExistsError:
-        mode = "ok"
+        return False
 def die_with_parent():
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 git = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -70,7 +75,17 @@ while True:
         break
     parts = header.split()
     body = git.stdout.read(int(parts[2]) + 1) if len(parts) == 3 else b""
-    if answers == n and mode != "ok":
+    if answers == n:
+        if not fault_is_mine():
+            out.write(header + body)
+            out.flush()
+            while True:
+                chunk = git.stdout.read1(65536)
+                if not chunk:
+                    break
+                out.write(chunk)
+                out.flush()
+            break
         if mode == "die":
             sys.stderr.write("fatal: simulated crash\n")
             sys.stderr.flush()
@@ -191,6 +206,21 @@ def test_catfile_fault_every_time_gives_a_clear_error(
     assert no_children() == []
     assert_nothing_partial(ours, FILES)
     assert_finishes(ours, repo, tmp_path)
+
+
+def test_catfile_fault_with_filters_is_restarted(tmp_path: Path) -> None:
+    files: dict[bytes, bytes | tuple[str, bytes]] = {
+        b".gitattributes": b"*.txt text eol=crlf\n",
+        **{b"d/f%02d.txt" % i: b"line %d\n" % i * 3 for i in range(30)},
+        b"link": ("l", b"d/f00.txt"),
+    }
+    src = make_repo(tmp_path, files)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    spawn = standin_spawn(tmp_path, "die", 4, once=True)
+    checkout(CheckoutOptions(directory=ours, workers="2", adapt=False, spawn=spawn))
+    assert (tmp_path / "flag-die-4").exists()
+    assert no_children() == []
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
 
 
 def test_catfile_says_missing_is_not_retried(tmp_path: Path, repo: Path) -> None:
