@@ -182,3 +182,18 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     assert result.files == 2 and result.bytes == 3  # type: ignore[attr-defined]
     assert sorted(os.listdir(ours)) == [".git"]
     assert not (ours / ".git" / "index").exists()
+
+
+def test_feature_manyfiles_matches_git(tmp_path: Path) -> None:
+    """feature.manyFiles implies index v4 (and skipHash on git >= 2.40): as git does."""
+    from pcheckout.index import read_index
+
+    src = make_repo(tmp_path, {b"a/b": b"1", b"c": b"2"})
+    theirs = clone_with_git(src, tmp_path / "theirs", config={"feature.manyFiles": "true"})
+    ours = clone_no_checkout(src, tmp_path / "ours", config={"feature.manyFiles": "true"})
+    _pcheckout(ours)
+    assert read_index(ours / ".git" / "index").version == read_index(theirs / ".git" / "index").version
+    theirs_raw = (theirs / ".git" / "index").read_bytes()
+    ours_raw = (ours / ".git" / "index").read_bytes()
+    assert (theirs_raw[-20:] == bytes(20)) == (ours_raw[-20:] == bytes(20))
+    assert_same_as_git(ours, theirs)

@@ -37,8 +37,10 @@ from .git import Git
 #: ~100 sha1 requests, enough to keep git busy while we write files.
 REQUEST_WINDOW = 4096
 #: Read buffer for git's stdout and the chunk size for streaming large blobs:
-#: a 1 GiB blob passes through in 256 KiB pieces (bounded memory).
-READ_BUFFER = 256 * 1024
+#: a 1 GiB blob passes through in 64 KiB pieces (bounded memory).  A pipe holds
+#: 64 KiB on Linux, so a larger buffer never fills and only costs memory (x64
+#: workers).
+READ_BUFFER = 64 * 1024
 #: Blobs up to this size are read in one call and written with one write().
 SMALL_BLOB = 1024 * 1024
 

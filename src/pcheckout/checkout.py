@@ -18,14 +18,14 @@ import hashlib
 import os
 import stat as stat_mod
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from . import attributes, policy
 from .catfile import Spawn
-from .engine import Engine, EngineOptions, Outcome
+from .engine import Engine, EngineOptions, Outcome, pack_stat, unpack_stat
 from .errors import (
     DestinationError,
     GitError,
@@ -191,7 +191,8 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         git, config, repo, tree, entries, root, plan, ui,
         conversion=bool(conversion), verify_existing=resume, spawn=opts.spawn,
     )
-    write_index(repo, config, entries, outcome, settle=latency_bound(fs))
+    write_index(repo, config, entries, outcome, settle=latency_bound(fs),
+                git_version=git.version)
     head = update_head(git, opts.rev, commit, branch)
     marker.unlink(missing_ok=True)
     result.seconds = time.monotonic() - t0
@@ -358,7 +359,7 @@ def write_tree(
     kept = 0
     if skip is None:
         skip = [False] * len(entries)
-    pre_stats: dict[int, os.stat_result] = {}
+    pre_stats: dict[int, bytes] = {}
     if verify_existing:
         kept = _keep_verified(root_b, entries, skip, pre_stats, repo, conversion)
         overwrite = True
@@ -422,7 +423,7 @@ def _write_attributes_first(
     entries: list[Entry],
     root_b: bytes,
     skip: list[bool],
-    pre_stats: dict[int, os.stat_result],
+    pre_stats: dict[int, bytes],
     spawn: Spawn | None,
     ui: Reporter,
 ) -> None:
@@ -471,7 +472,7 @@ def _write_attributes_first(
             path = root_b + b"/" + e.path
             if data != raw[i]:
                 _replace_file(path, data, e.mode)
-            pre_stats[i] = os.lstat(path)
+            pre_stats[i] = pack_stat(os.lstat(path))
             skip[i] = True
     finally:
         filt.close()
@@ -499,7 +500,7 @@ def _keep_verified(
     root_b: bytes,
     entries: list[Entry],
     skip: list[bool],
-    pre_stats: dict[int, os.stat_result],
+    pre_stats: dict[int, bytes],
     repo: Repo,
     conversion: bool,
 ) -> int:
@@ -524,7 +525,7 @@ def _keep_verified(
                 with open(path, "rb") as f:
                     ok = _blob_oid(f.read(), repo.object_format) == e.oid
         if ok:
-            pre_stats[i] = st
+            pre_stats[i] = pack_stat(st)
             skip[i] = True
             kept += 1
     return kept
@@ -541,16 +542,31 @@ def _keep_verified(
 SETTLE_MIN_RACY = 64
 
 
-def settle_racy_timestamps(stats: list[os.stat_result | None]) -> int:
+def settle_racy_timestamps(stats: list[bytes | None]) -> int:
     """Sleep into the next second if many entries share the current one."""
-    newest = max((st.st_mtime_ns // 10**9 for st in stats if st is not None), default=0)
+    seconds = [unpack_stat(st).mtime_ns // 10**9 for st in stats if st is not None]
+    newest = max(seconds, default=0)
     if not newest:
         return 0
-    racy = sum(1 for st in stats if st is not None and st.st_mtime_ns // 10**9 >= newest)
+    racy = sum(1 for s in seconds if s >= newest)
     now = time.time()
     if racy >= SETTLE_MIN_RACY and int(now) <= newest:
         time.sleep(newest + 1 - now + 0.001)
     return racy
+
+
+_U32 = 0xFFFFFFFF
+
+
+def index_entry(e: Entry, packed: bytes) -> object:
+    """The index entry for ``e`` from the stat data a worker packed (32-bit, as git)."""
+    from .index import IndexEntry
+
+    c, m, dev, ino, uid, gid, size = unpack_stat(packed)
+    cs, cns = divmod(c, 10**9)
+    ms, mns = divmod(m, 10**9)
+    return IndexEntry(e.path, e.mode, bytes.fromhex(e.oid), cs & _U32, cns, ms & _U32, mns,
+                      dev & _U32, ino & _U32, uid & _U32, gid & _U32, size & _U32)
 
 
 def latency_bound(fs: object) -> bool:
@@ -564,26 +580,49 @@ def write_index(
     outcome: Outcome,
     *,
     settle: bool = False,
+    git_version: tuple[int, int, int] = (0, 0, 0),
 ) -> None:
+    """The index for a fresh checkout, encoded straight from entries and stat data."""
     from . import index as ix
 
-    version = _index_version(config)
-    items = []
-    for e, st in zip(entries, outcome.stats):
-        if st is None:
-            raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
-        items.append(ix.IndexEntry.from_stat(e.path, e.mode, bytes.fromhex(e.oid), st))
-    items.sort(key=ix.sort_key)
+    stats = outcome.stats
+    n = len(entries)
+    order: Iterable[int] = range(n)
+    # ls-tree's order is the index's (paths compared as bytes); sort only if not.
+    if any(entries[i].path >= entries[i + 1].path for i in range(n - 1)):
+        order = sorted(range(n), key=lambda i: entries[i].path)
+
+    def rows() -> Iterator[ix.Row]:
+        unpack = unpack_stat
+        for i in order:
+            e, packed = entries[i], stats[i]
+            if packed is None:
+                raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
+            c, m, dev, ino, uid, gid, size = unpack(packed)
+            cs, cns = divmod(c, 10**9)
+            ms, mns = divmod(m, 10**9)
+            yield e.path, (cs & _U32, cns, ms & _U32, mns, dev & _U32, ino & _U32, e.mode,
+                           uid & _U32, gid & _U32, size & _U32, bytes.fromhex(e.oid)), 0, 0
+
     if settle:
-        settle_racy_timestamps(outcome.stats)
-    ix.write_index(
-        repo.index_path,
-        items,
-        version=version,
+        settle_racy_timestamps(stats)
+    data = ix.encode_rows(
+        rows(),
+        n,
+        version=_index_version(config),
         hash_name=repo.object_format,
-        skip_hash=config_bool(config.get("index.skiphash"),
-                              config_bool(config.get("feature.manyfiles"), False)),
+        skip_hash=skip_hash(config, git_version),
     )
+    ix.write_index_bytes(repo.index_path, data)
+
+
+def skip_hash(config: dict[str, str], git_version: tuple[int, int, int]) -> bool:
+    """index.skipHash (implied by feature.manyFiles) exists from git 2.40 on; an
+    older git rejects an index without its checksum, so never write one for it."""
+    if git_version[:2] < (2, 40):
+        return False
+    return config_bool(config.get("index.skiphash"),
+                       config_bool(config.get("feature.manyfiles"), False))
 
 
 def _index_version(config: dict[str, str]) -> int:

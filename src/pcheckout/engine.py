@@ -21,11 +21,13 @@ from __future__ import annotations
 import contextlib
 import os
 import stat as stat_mod
+import struct
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .catfile import REQUEST_WINDOW, SMALL_BLOB, CatFile, Spawn
 
@@ -58,6 +60,31 @@ O_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) |
 )
 
 
+#: Stat data kept per written entry until the index is written: packed, 48
+#: bytes instead of a ~580-byte os.stat_result (23 MiB per 40k files measured
+#: with tracemalloc, which alone broke the 150 MB-per-100k-files RSS budget).
+_STAT = struct.Struct("=qqQQIIQ")
+
+
+class StatData(NamedTuple):
+    ctime_ns: int
+    mtime_ns: int
+    dev: int
+    ino: int
+    uid: int
+    gid: int
+    size: int
+
+
+def pack_stat(st: os.stat_result) -> bytes:
+    return _STAT.pack(st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_uid,
+                      st.st_gid, st.st_size)
+
+
+def unpack_stat(packed: bytes) -> StatData:
+    return StatData(*_STAT.unpack(packed))
+
+
 @dataclass
 class WorkerStats:
     files: int = 0
@@ -79,7 +106,7 @@ class EngineOptions:
 
 @dataclass
 class Outcome:
-    stats: list[os.stat_result | None]
+    stats: list[bytes | None]  # pack_stat() per entry
     files: int
     bytes: int
     seconds: float
@@ -107,7 +134,7 @@ class Engine:
         self.opts = opts
         self.spawn = spawn
         self.skip = skip
-        self.stats: list[os.stat_result | None] = [None] * len(entries)
+        self.stats: list[bytes | None] = [None] * len(entries)
         self.worker_stats = [WorkerStats() for _ in range(max(1, opts.workers))]
         self._stop = threading.Event()
         self._error: BaseException | None = None
@@ -460,7 +487,7 @@ class Engine:
                 else:
                     assert cf is not None
                     cf.stream_to(size, sink)
-                self.stats[i] = os.fstat(fd)
+                self.stats[i] = pack_stat(os.fstat(fd))
             finally:
                 os.close(fd)
         except OSError as exc:
@@ -487,7 +514,7 @@ class Engine:
                     raise
                 self._remove_in_the_way(path)
                 os.symlink(target, path)
-            self.stats[i] = os.lstat(path)
+            self.stats[i] = pack_stat(os.lstat(path))
         except OSError as exc:
             raise WriteError(e.path, exc) from None
 
@@ -501,7 +528,7 @@ class Engine:
         # As git: an empty directory for a submodule that is not checked out.
         self._ensure_dir(e.path)
         try:
-            self.stats[i] = os.lstat(self._path(e))
+            self.stats[i] = pack_stat(os.lstat(self._path(e)))
         except OSError as exc:
             raise WriteError(e.path, exc) from None
 

@@ -209,7 +209,7 @@ def switch(
     for e, st in zip(write_entries, outcome.stats):
         if st is None:
             raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
-        new_entries.append(ix.IndexEntry.from_stat(e.path, e.mode, bytes.fromhex(e.oid), st))
+        new_entries.append(co.index_entry(e, st))  # type: ignore[arg-type]
     if co.latency_bound(fs):
         co.settle_racy_timestamps(outcome.stats)
     ix.write_index(
@@ -217,7 +217,7 @@ def switch(
         sorted(new_entries, key=ix.sort_key),
         version=co._index_version(config) if index.version not in (3, 4) else index.version,
         hash_name=repo.object_format,
-        skip_hash=False,
+        skip_hash=co.skip_hash(config, git.version),
     )
     result.head = co.update_head(git, opts.rev, commit, branch)
     result.seconds = time.monotonic() - t0
