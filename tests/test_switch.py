@@ -157,3 +157,34 @@ def test_dry_run_counts_only_the_changes(tmp_path: Path, repo: Path) -> None:
     assert result.files < len(V1) + 5 and result.deleted > 0
     assert git(ours, "rev-parse", "HEAD") == git(ours, "rev-parse", "v1")
     assert (ours / "delete.txt").exists()
+
+
+def test_modification_with_same_size_and_racy_stat_is_found(tmp_path: Path, repo: Path) -> None:
+    """Right after a checkout every entry is racy: content decides, as for git."""
+    ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
+    (ours / "change.txt").write_bytes(b"OLD\n")  # same size as "old\n", same second
+    with pytest.raises(DestinationError, match="change.txt"):
+        checkout(CheckoutOptions(directory=ours, rev="v2"))
+
+
+def test_symlink_retargeted_locally_is_a_local_change(tmp_path: Path, repo: Path) -> None:
+    ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
+    (ours / "link-to-file").unlink()
+    (ours / "link-to-file").symlink_to("change.txt")
+    with pytest.raises(DestinationError, match="link-to-file"):
+        checkout(CheckoutOptions(directory=ours, rev="v2"))
+
+
+def test_crlf_clean_filter_is_applied_when_hashing(tmp_path: Path) -> None:
+    """A CRLF work-tree file that cleans to the indexed blob is not a local change."""
+    from conftest import make_repo
+
+    src = make_repo(tmp_path, {b".gitattributes": b"*.txt text eol=crlf\n", b"a.txt": b"x\ny\n"})
+    git(src, "tag", "v1")
+    (src / "a.txt").write_bytes(b"x\ny\nz\n")
+    git(src, "commit", "-qam", "two")
+    theirs = clone_with_git(src, tmp_path / "theirs", rev="v1")
+    ours = clone_with_git(src, tmp_path / "ours", rev="v1")
+    git(theirs, "checkout", "-q", "main")
+    checkout(CheckoutOptions(directory=ours, rev="main"))
+    assert_same_as_git(ours, theirs)

@@ -140,6 +140,7 @@ class Engine:
         self._error: BaseException | None = None
         self._qlock = threading.Lock()
         self._ranges: list[list[int]] = []  # per worker: [next, end) of its region
+        self._all_handed_out = False
         self._limit = max(1, min(opts.initial_limit or opts.workers, opts.workers))
         self._gate = threading.Condition()
         self._batch = self._batch_size(self._limit)
@@ -262,16 +263,22 @@ class Engine:
                     r = self._ranges[wid]
                     if r[0] >= r[1]:
                         if not self._steal(wid):
-                            return None
+                            self._all_handed_out = True
+                            break
                         r = self._ranges[wid]
                     start = r[0]
                     end = min(r[1], start + self._batch)
                     r[0] = end
                     return range(start, end)
-                if all(a >= b for a, b in self._ranges):
+                if self._all_handed_out:
                     return None
+            # Not allowed to work now: sleep until the limit changes or all work
+            # is handed out (both notify), not in a polling loop.
             with self._gate:
-                self._gate.wait(0.05)
+                self._gate.wait(1.0)
+        with self._gate:
+            self._gate.notify_all()  # idle workers may exit now
+        return None
 
     # -- the worker -------------------------------------------------------------
     def _worker(self, wid: int) -> None:

@@ -139,28 +139,30 @@ def discover(git: Git) -> Repo:
     """Locate the repository that ``git -C cwd`` would use."""
     if not git.cwd.is_dir():
         raise NotARepositoryError(f"cannot change to '{git.cwd}': no such directory")
+    # One git call answers everything (each git process costs ~1.5 ms here).
     proc = git.run(
         "rev-parse",
         "--git-dir",
         "--git-common-dir",
         "--is-bare-repository",
         "--show-object-format",
+        "--git-path",
+        "index",
+        "--is-inside-work-tree",
+        "--show-cdup",
         ok_codes=(0, 128),
     )
     if proc.returncode != 0:
         raise NotARepositoryError(f"not a git repository: {git.cwd}", stderr=proc.stderr)
-    lines = decode(proc.stdout).splitlines()
+    lines = os.fsdecode(proc.stdout).split("\n")
     git_dir = (git.cwd / lines[0]).resolve()
     common = (git.cwd / lines[1]).resolve()
     bare = lines[2] == "true"
-    fmt = lines[3] if len(lines) > 3 else "sha1"
+    fmt = lines[3] or "sha1"
+    index_path = (git.cwd / lines[4]).resolve()
     work_tree: Path | None = None
-    if not bare:
-        top = git.run("rev-parse", "--show-toplevel", ok_codes=(0, 128))
-        if top.returncode == 0 and top.stdout.strip():
-            work_tree = Path(os.fsdecode(top.stdout.rstrip(b"\n")))
-    index = git.out("rev-parse", "--git-path", "index").rstrip(b"\n")
-    index_path = (git.cwd / os.fsdecode(index)).resolve()
+    if not bare and lines[5] == "true":
+        work_tree = (git.cwd / lines[6]).resolve() if len(lines) > 6 else git.cwd.resolve()
     return Repo(git_dir, common, work_tree, index_path, fmt)
 
 

@@ -21,6 +21,7 @@ removed, deepest first.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat as stat_mod
 import time
@@ -28,9 +29,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from . import index as ix
 from .errors import DestinationError, PcheckoutError, WriteError, quote_path
 from .git import Git, Repo
-from .tree import MODE_GITLINK, Entry, list_tree
+from .tree import MODE_GITLINK, MODE_SYMLINK, Entry, list_tree
 
 if TYPE_CHECKING:
     from .checkout import CheckoutOptions, Reporter, Result
@@ -58,6 +60,68 @@ def _dirty_paths(git: Git) -> set[bytes]:
     return {p for p in out.split(b"\0") if p}
 
 
+_U32 = 0xFFFFFFFF
+
+
+def _modified(
+    git: Git, root_b: bytes, index_path: Path, entries: list[ix.IndexEntry], hash_name: str
+) -> set[bytes]:
+    """Which of ``entries`` differ in the work tree, as git decides it: stat data
+    that matches (and is not racy) means clean; otherwise the content is hashed
+    (through ``git hash-object``, so clean filters and eol apply)."""
+    try:
+        index_mtime = os.stat(index_path).st_mtime_ns // 10**9
+    except OSError:
+        index_mtime = 0
+    dirty: set[bytes] = set()
+    suspects: list[ix.IndexEntry] = []
+    for e in entries:
+        try:
+            st = os.lstat(root_b + b"/" + e.path)
+        except (FileNotFoundError, NotADirectoryError):
+            dirty.add(e.path)
+            continue
+        if e.mode == MODE_GITLINK:
+            if not stat_mod.S_ISDIR(st.st_mode):
+                dirty.add(e.path)
+            continue
+        is_link = stat_mod.S_ISLNK(st.st_mode)
+        if is_link != (e.mode == MODE_SYMLINK) or not (is_link or stat_mod.S_ISREG(st.st_mode)):
+            dirty.add(e.path)
+            continue
+        m_s, m_ns = divmod(st.st_mtime_ns, 10**9)
+        c_s, c_ns = divmod(st.st_ctime_ns, 10**9)
+        same = (e.mtime_s, e.mtime_ns, e.ctime_s, e.ctime_ns, e.ino, e.size, e.uid, e.gid) == (
+            m_s & _U32, m_ns, c_s & _U32, c_ns, st.st_ino & _U32, st.st_size & _U32,
+            st.st_uid & _U32, st.st_gid & _U32)
+        if same and e.mtime_s < index_mtime:
+            continue  # clean by stat data, and not racily so
+        suspects.append(e)
+    files = []
+    for e in suspects:
+        full = root_b + b"/" + e.path
+        if e.mode == MODE_SYMLINK:
+            h = hashlib.new(hash_name, b"blob %d\0" % len(target := os.readlink(full)))
+            h.update(target)
+            if h.digest() != e.oid:
+                dirty.add(e.path)
+        else:
+            files.append(e)
+    plain = [e for e in files if b"\n" not in e.path]
+    if plain:
+        out = git.out("hash-object", "--stdin-paths",
+                      input=b"".join(e.path + b"\n" for e in plain)).split()
+        for e, oid in zip(plain, out):
+            if bytes.fromhex(oid.decode()) != e.oid:
+                dirty.add(e.path)
+    for e in files:
+        if b"\n" in e.path:
+            oid = git.out("hash-object", "--", os.fsdecode(e.path)).strip()
+            if bytes.fromhex(oid.decode()) != e.oid:
+                dirty.add(e.path)
+    return dirty
+
+
 def _lexists(path: bytes) -> os.stat_result | None:
     try:
         return os.lstat(path)
@@ -78,7 +142,7 @@ def switch(
     ui: Reporter,
 ) -> Result:
     from . import checkout as co
-    from . import index as ix
+
 
     assert repo.work_tree is not None
     root = repo.work_tree
@@ -101,19 +165,15 @@ def switch(
             return i is None and h is None
         return i.mode == h.mode and i.oid.hex() == h.oid
 
-    dirty = _dirty_paths(git)
     to_write: set[bytes] = set()
     to_delete: set[bytes] = set()
     keep_index: dict[bytes, ix.IndexEntry] = {}
     refused: list[bytes] = []
+    change: list[bytes] = []  # paths the switch moves from I to M
     for path in I.keys() | M.keys():
         i, m, h = I.get(path), M.get(path), H.get(path)
         if i is not None and m is not None and same_im(i, m):
-            if opts.force and path in dirty:
-                to_delete.add(path)  # git checkout -f restores it
-                to_write.add(path)
-            else:
-                keep_index[path] = i
+            keep_index[path] = i
             continue
         staged = not same_ih(i, h)
         if staged and not opts.force:
@@ -126,6 +186,20 @@ def switch(
                 continue
             refused.append(path)
             continue
+        change.append(path)
+    if opts.force:
+        # git checkout -f: every tracked file with local changes is restored too.
+        dirty = _dirty_paths(git)
+        for path in list(keep_index):
+            if path in dirty and path in M:
+                del keep_index[path]
+                change.append(path)
+    else:
+        # Only the paths the switch changes need checking, stat data first.
+        dirty = _modified(git, root_b, repo.index_path, [I[p] for p in change if p in I],
+                          repo.object_format)
+    for path in change:
+        i, m = I.get(path), M.get(path)
         if path in dirty and not opts.force and i is not None:
             refused.append(path)
             continue
@@ -197,7 +271,7 @@ def switch(
 
     t0 = time.monotonic()
     _delete_parallel(root_b, sorted(to_delete), max(1, plan.workers))
-    _remove_empty_dirs(root_b, to_delete, M)
+    _remove_empty_dirs(root_b, to_delete, write_entries)
     from . import attributes
 
     conversion = attributes.conversion_reasons(entries, config, repo.common_dir)
@@ -210,8 +284,8 @@ def switch(
         if st is None:
             raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
         new_entries.append(co.index_entry(e, st))  # type: ignore[arg-type]
-    if co.latency_bound(fs):
-        co.settle_racy_timestamps(outcome.stats)
+    if co.settles_index(fs):
+        co.settle_racy_timestamps(outcome.stats, outcome.seconds)
     ix.write_index(
         repo.index_path,
         sorted(new_entries, key=ix.sort_key),
@@ -239,6 +313,8 @@ def _untracked_below(root_b: bytes, d: bytes, tracked: set[bytes]) -> list[bytes
 
 
 def _delete_parallel(root_b: bytes, paths: list[bytes], workers: int) -> None:
+    """Unlink ``paths``: each thread takes one contiguous share (neighbours share
+    directories, whose lock serializes unlinks), no per-path task overhead."""
     if not paths:
         return
 
@@ -259,27 +335,41 @@ def _delete_parallel(root_b: bytes, paths: list[bytes], workers: int) -> None:
         except OSError as exc:
             raise WriteError(p, exc) from None
 
-    if workers <= 1 or len(paths) < 16:
-        for p in paths:
+    def rm_share(share: list[bytes]) -> None:
+        for p in share:
             rm(p)
+
+    n = max(1, min(workers, len(paths) // MIN_DELETES_PER_THREAD))
+    if n == 1:
+        rm_share(paths)
         return
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pcheckout-rm") as pool:
-        for _ in pool.map(rm, paths):
+    shares = [paths[len(paths) * j // n : len(paths) * (j + 1) // n] for j in range(n)]
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="pcheckout-rm") as pool:
+        for _ in pool.map(rm_share, shares):
             pass
 
 
-def _remove_empty_dirs(root_b: bytes, deleted: set[bytes], M: dict[bytes, Entry]) -> None:
-    """Remove directories that held deleted entries and are now empty (deepest first)."""
+#: A thread is worth starting for at least this many unlinks (a guess: on
+#: tmpfs an unlink is ~3 us, a thread start ~50 us).
+MIN_DELETES_PER_THREAD = 16
+
+
+def _remove_empty_dirs(root_b: bytes, deleted: set[bytes], written: list[Entry]) -> None:
+    """Remove directories that held deleted entries and are now empty (deepest
+    first).  A directory still holding anything (kept or untracked files) is
+    left: rmdir refuses it.  Directories the new entries need are kept too."""
     needed = set()
-    for p in M:
-        parts = p.split(b"/")
-        for k in range(1, len(parts)):
-            needed.add(b"/".join(parts[:k]))
+    for e in written:
+        d = e.path.rpartition(b"/")[0]
+        while d and d not in needed:
+            needed.add(d)
+            d = d.rpartition(b"/")[0]
     candidates = set()
     for p in deleted:
-        parts = p.split(b"/")
-        for k in range(1, len(parts)):
-            candidates.add(b"/".join(parts[:k]))
+        d = p.rpartition(b"/")[0]
+        while d and d not in candidates:
+            candidates.add(d)
+            d = d.rpartition(b"/")[0]
     for d in sorted(candidates - needed, key=lambda x: x.count(b"/"), reverse=True):
         try:
             os.rmdir(root_b + b"/" + d)
