@@ -106,7 +106,7 @@ def test_unknown_and_missing_filesystem_use_cpu_count() -> None:
 
 def test_network_and_fuse_are_parallel() -> None:
     assert plan(fs("network", fstype="lustre")).workers == 16
-    assert plan(fs("fuse", fstype="fuse.bindfs")).workers == 8
+    assert plan(fs("fuse", fstype="fuse.bindfs")).workers == 32
 
 
 # --- thresholds and caps -----------------------------------------------------------------------
@@ -227,3 +227,10 @@ def test_cpuinfo_current_is_sane() -> None:
     c = CpuInfo.current()
     assert c.logical >= 1
     assert c.physical is None or 1 <= c.physical <= c.logical
+
+
+def test_cpu_bound_kinds_adapt_only_for_large_checkouts() -> None:
+    tmpfs = fs("tmpfs", fstype="tmpfs")
+    assert not plan(tmpfs, entries=5_000).adapt  # the policy's count is the peak already
+    assert plan(tmpfs, entries=60_000).adapt
+    assert plan(fs("fuse", fstype="fuse.x"), entries=5_000).adapt  # latency-bound: probe

@@ -66,9 +66,11 @@ SMB_WORKERS = 8
 #: Ceph, Lustre, GPFS, glusterfs, sshfs, 9p ...: latency-bound (seed 002); no measurement; a
 #: guess equal to the NFS knee, as these are built for many clients in flight.
 NETWORK_WORKERS = 16
-#: Local FUSE daemons: many are single-threaded or serialise on one lock, so more writers than
-#: this rarely help.  A guess.
-FUSE_WORKERS = 8
+#: FUSE: every create, write and close is a round trip to the daemon.  Measured on
+#: scripts/latencyfs (docs/benchmarks.md, 2000 files): the best fixed counts were 32 and 64 at
+#: 0.5 ms and 1 ms per request, 8 workers were 1.4-1.6x slower.  A single-threaded daemon
+#: serialises anyway, and the adaptive controller backs off where more writers do not pay.
+FUSE_WORKERS = 32
 #: Virtual disks (virtio, xen, nbd, rbd, zfs datasets, loop): on this project's dev VM (virtio
 #: vda, rotational=1 but not a spinning disk) creating a file costs ~0.6 ms and writers in
 #: different directories overlap, so latency, not seeks, dominates.  A guess in the 8-16 range,
@@ -84,6 +86,12 @@ MIN_ENTRIES_PER_WORKER = 8
 #: Adapting the count during a run needs enough entries to measure and still profit.  A guess:
 #: at ~0.6 ms per file (the dev VM), 2000 entries are ~1 s of sequential work.
 ADAPT_MIN_ENTRIES = 2000
+#: Where writing is CPU-bound (tmpfs, SSD, spinning disk) the policy's count (physical cores)
+#: is already the peak (seed 000), and a checkout of a few thousand files lasts a fraction of a
+#: second: probing costs more than it can win.  Measured (docs/benchmarks.md, tmpfs, 5069
+#: files): adapting auto 0.506 s vs 0.418 s at the policy's fixed 2 workers.  Adapt there only
+#: from this many entries (~2-3 s of work).
+ADAPT_MIN_ENTRIES_CPU_BOUND = 50_000
 
 _CONFIG_KEY = "pcheckout.workers"
 _GIT_CONFIG_KEY = "checkout.workers"
@@ -297,7 +305,10 @@ def choose_workers(
     fitted = _fit(_cap(n), entries)
     if fitted < n:
         why += f"; {fitted} for {entries} entries (>= {MIN_ENTRIES_PER_WORKER} per worker)"
-    adapt = allow_adapt and fitted > 1 and entries >= ADAPT_MIN_ENTRIES
+    kind = None if fs is None else (fs.upper_kind if fs.kind == "overlay" else fs.kind)
+    cpu_bound = kind in ("tmpfs", "ssd", "hdd")
+    needed = ADAPT_MIN_ENTRIES_CPU_BOUND if cpu_bound else ADAPT_MIN_ENTRIES
+    adapt = allow_adapt and fitted > 1 and entries >= needed
     return WorkerPlan(fitted, why, "policy", adapt)
 
 
