@@ -567,15 +567,23 @@ def settle_racy_timestamps(stats: list[bytes | None], elapsed: float = float("in
 _U32 = 0xFFFFFFFF
 
 
-def index_entry(e: Entry, packed: bytes) -> object:
-    """The index entry for ``e`` from the stat data a worker packed (32-bit, as git)."""
-    from .index import IndexEntry
-
+def index_fields(e: Entry, packed: bytes) -> tuple[int | bytes, ...]:
+    """The index's fixed fields for ``e`` from the stat data a worker packed,
+    in index-entry order, cut to 32 bits as git does."""
     c, m, dev, ino, uid, gid, size = unpack_stat(packed)
     cs, cns = divmod(c, 10**9)
     ms, mns = divmod(m, 10**9)
-    return IndexEntry(e.path, e.mode, bytes.fromhex(e.oid), cs & _U32, cns, ms & _U32, mns,
-                      dev & _U32, ino & _U32, uid & _U32, gid & _U32, size & _U32)
+    return (cs & _U32, cns, ms & _U32, mns, dev & _U32, ino & _U32, e.mode,
+            uid & _U32, gid & _U32, size & _U32, bytes.fromhex(e.oid))
+
+
+def index_entry(e: Entry, packed: bytes) -> object:
+    """An IndexEntry for ``e`` (the switch mixes these with kept entries)."""
+    from .index import IndexEntry
+
+    f = index_fields(e, packed)
+    return IndexEntry(e.path, e.mode, f[10], f[0], f[1], f[2], f[3], f[4], f[5],  # type: ignore[arg-type]
+                      f[7], f[8], f[9])  # type: ignore[arg-type]
 
 
 #: Where re-reading a file costs network round trips, a racily clean index is
@@ -614,16 +622,11 @@ def write_index(
         order = sorted(range(n), key=lambda i: entries[i].path)
 
     def rows() -> Iterator[ix.Row]:
-        unpack = unpack_stat
         for i in order:
             e, packed = entries[i], stats[i]
             if packed is None:
                 raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
-            c, m, dev, ino, uid, gid, size = unpack(packed)
-            cs, cns = divmod(c, 10**9)
-            ms, mns = divmod(m, 10**9)
-            yield e.path, (cs & _U32, cns, ms & _U32, mns, dev & _U32, ino & _U32, e.mode,
-                           uid & _U32, gid & _U32, size & _U32, bytes.fromhex(e.oid)), 0, 0
+            yield e.path, index_fields(e, packed), 0, 0
 
     if settle:
         settle_racy_timestamps(stats, outcome.seconds)
