@@ -18,7 +18,7 @@ import hashlib
 import os
 import stat as stat_mod
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -685,5 +685,3 @@ def _short(git: Git, rev: str) -> str:
     proc = git.run("rev-parse", "--verify", "--quiet", "--short", rev, ok_codes=(0, 1, 128))
     return proc.stdout.decode().strip()
 
-
-RunHook = Callable[[Engine], None]

@@ -111,7 +111,7 @@ def _modified(
     if plain:
         out = git.out("hash-object", "--stdin-paths",
                       input=b"".join(e.path + b"\n" for e in plain)).split()
-        for e, oid in zip(plain, out):
+        for e, oid in zip(plain, out, strict=True):
             if bytes.fromhex(oid.decode()) != e.oid:
                 dirty.add(e.path)
     for e in files:
@@ -280,7 +280,7 @@ def switch(
         conversion=bool(conversion), verify_existing=False, spawn=opts.spawn, overwrite=False,
     )
     new_entries = list(keep_index.values())
-    for e, st in zip(write_entries, outcome.stats):
+    for e, st in zip(write_entries, outcome.stats, strict=True):
         if st is None:
             raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
         new_entries.append(co.index_entry(e, st))  # type: ignore[arg-type]
@@ -378,4 +378,3 @@ def _remove_empty_dirs(root_b: bytes, deleted: set[bytes], written: list[Entry])
 
 
 __all__ = ["switch", "LocalChangesError", "UntrackedInTheWayError"]
-_ = Path
