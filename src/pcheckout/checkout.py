@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat as stat_mod
 import time
@@ -40,8 +39,10 @@ from .git import (
     GIT_CATFILE_Z,
     Git,
     Repo,
+    blob_oid,
     config_bool,
     discover,
+    file_blob_oid,
     is_local_branch,
     read_config,
     resolve,
@@ -489,13 +490,6 @@ def _replace_file(path: bytes, data: bytes, mode: int) -> None:
     os.replace(tmp, path)
 
 
-def _blob_oid(data: bytes, hash_name: str) -> str:
-    h = hashlib.new(hash_name)
-    h.update(b"blob %d\0" % len(data))
-    h.update(data)
-    return h.hexdigest()
-
-
 def _keep_verified(
     root_b: bytes,
     entries: list[Entry],
@@ -516,14 +510,13 @@ def _keep_verified(
             continue
         ok = False
         if e.mode == MODE_SYMLINK and stat_mod.S_ISLNK(st.st_mode):
-            ok = _blob_oid(os.readlink(path), repo.object_format) == e.oid
+            ok = blob_oid(os.readlink(path), repo.object_format) == e.oid
         elif e.mode == MODE_GITLINK:
             ok = stat_mod.S_ISDIR(st.st_mode)
         elif stat_mod.S_ISREG(st.st_mode) and not conversion and e.size in (-1, st.st_size):
             want_x = e.mode == 0o100755
             if bool(st.st_mode & 0o100) == want_x:
-                with open(path, "rb") as f:
-                    ok = _blob_oid(f.read(), repo.object_format) == e.oid
+                ok = file_blob_oid(path, st.st_size, repo.object_format) == e.oid
         if ok:
             pre_stats[i] = pack_stat(st)
             skip[i] = True

@@ -6,6 +6,7 @@ here; nothing parses ``.git`` by hand except the index (see ``index.py``).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import shutil
@@ -208,6 +209,26 @@ def resolve(git: Git, rev: str, peel: str) -> str:
         kind = "commit" if peel == "commit" else "tree-ish"
         raise UnknownRevisionError(f"unknown revision '{rev}' (not a {kind} in this repository)")
     return decode(proc.stdout.strip())
+
+
+#: Chunk size for hashing a file as a blob: bounded memory for any file size.
+HASH_CHUNK = 1024 * 1024
+
+
+def blob_oid(data: bytes, hash_name: str) -> str:
+    """The object id git gives ``data`` as a blob (``git hash-object --no-filters``)."""
+    h = hashlib.new(hash_name, b"blob %d\0" % len(data))
+    h.update(data)
+    return h.hexdigest()
+
+
+def file_blob_oid(path: bytes, size: int, hash_name: str) -> str:
+    """``blob_oid`` of the ``size``-byte file at ``path``, read in bounded pieces."""
+    h = hashlib.new(hash_name, b"blob %d\0" % size)
+    with open(path, "rb") as f:
+        while chunk := f.read(HASH_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def is_local_branch(git: Git, name: str) -> bool:

@@ -21,7 +21,6 @@ removed, deepest first.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat as stat_mod
 import time
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from . import index as ix
 from .errors import DestinationError, PcheckoutError, WriteError, quote_path
-from .git import Git, Repo
+from .git import Git, Repo, blob_oid
 from .tree import MODE_GITLINK, MODE_SYMLINK, Entry, list_tree
 
 if TYPE_CHECKING:
@@ -101,9 +100,7 @@ def _modified(
     for e in suspects:
         full = root_b + b"/" + e.path
         if e.mode == MODE_SYMLINK:
-            h = hashlib.new(hash_name, b"blob %d\0" % len(target := os.readlink(full)))
-            h.update(target)
-            if h.digest() != e.oid:
+            if blob_oid(os.readlink(full), hash_name) != e.oid.hex():
                 dirty.add(e.path)
         else:
             files.append(e)
