@@ -403,14 +403,14 @@ def test_failure_mid_write_removes_the_lock(
 ) -> None:
     before = index_path(small_repo).read_bytes()
     idx = read_index(index_path(small_repo))
-    real_write_all = index_mod._write_all
+    real_write_all = index_mod.write_all
 
     def half_then_fail(fd: int, data: bytes) -> None:
         real_write_all(fd, data[: len(data) // 2])
         assert index_path(small_repo).with_name("index.lock").stat().st_size == len(data) // 2
         raise failure
 
-    monkeypatch.setattr(index_mod, "_write_all", half_then_fail)
+    monkeypatch.setattr(index_mod, "write_all", half_then_fail)
     expected = WriteError if isinstance(failure, OSError) else KeyboardInterrupt
     with pytest.raises(expected) as info:
         write_index(index_path(small_repo), idx.entries, version=4, hash_name=idx.hash_name)

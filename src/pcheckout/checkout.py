@@ -47,6 +47,7 @@ from .git import (
     read_config,
     resolve,
 )
+from .index import write_all
 from .tree import MODE_GITLINK, MODE_SYMLINK, Entry, list_tree
 
 #: Marker left in the git dir while a checkout is writing; a re-run that finds
@@ -484,7 +485,7 @@ def _replace_file(path: bytes, data: bytes, mode: int) -> None:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
                  0o777 if mode == 0o100755 else 0o666)
     try:
-        os.write(fd, data)
+        write_all(fd, data)
     finally:
         os.close(fd)
     os.replace(tmp, path)

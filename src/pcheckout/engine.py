@@ -36,6 +36,7 @@ from .catfile import REQUEST_WINDOW, SMALL_BLOB, CatFile, Spawn
 REQUEST_LOW_WATER = REQUEST_WINDOW // 2
 from .errors import CatFileError, MissingObjectError, PcheckoutError, WriteError, quote_path
 from .git import Git
+from .index import write_all
 from .tree import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, Entry
 
 #: A worker whose cat-file process dies is given a fresh one this many times
@@ -480,13 +481,13 @@ class Engine:
         written = [0]
 
         def sink(chunk: bytes) -> None:
-            _write_all(fd, chunk)
+            write_all(fd, chunk)
             written[0] += len(chunk)
 
         try:
             try:
                 if data is not None:
-                    _write_all(fd, data)
+                    write_all(fd, data)
                     written[0] = len(data)
                 elif size < 0:
                     assert cf is not None
@@ -630,13 +631,6 @@ def _fd_budget() -> int:
     except OSError:
         in_use = 3
     return max(1, (soft - in_use - FDS_RESERVED) // FDS_PER_WORKER)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
 
 
 def _unlink_quietly(path: bytes) -> None:

@@ -383,7 +383,8 @@ def encode_rows(
 # --- writing with git's lock protocol -----------------------------------------------------
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
+    """``os.write`` until all of ``data`` is written (writes may be partial)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
@@ -429,7 +430,7 @@ def write_index_bytes(
         raise WriteError(lock, exc) from exc
     try:
         try:
-            _write_all(fd, data)
+            write_all(fd, data)
         finally:
             os.close(fd)
         os.replace(lock, target)
