@@ -197,3 +197,13 @@ def test_feature_manyfiles_matches_git(tmp_path: Path) -> None:
     ours_raw = (ours / ".git" / "index").read_bytes()
     assert (theirs_raw[-20:] == bytes(20)) == (ours_raw[-20:] == bytes(20))
     assert_same_as_git(ours, theirs)
+
+
+def test_empty_boolean_config_is_false_like_git(tmp_path: Path) -> None:
+    """`core.symlinks =` (empty) is false for git: symlinks become plain files."""
+    src = make_repo(tmp_path, {b"x": b"1", b"l": ("l", b"x")})
+    theirs = clone_with_git(src, tmp_path / "theirs", config={"core.symlinks": ""})
+    ours = clone_no_checkout(src, tmp_path / "ours", config={"core.symlinks": ""})
+    _pcheckout(ours)
+    assert not (ours / "l").is_symlink()
+    assert_same_as_git(ours, theirs)

@@ -12,6 +12,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .git import config_bool
 from .tree import Entry
 
 GITATTRIBUTES = b".gitattributes"
@@ -36,8 +37,8 @@ def conversion_reasons(
     reasons: list[str] = []
     if any(is_gitattributes(e.path) for e in entries):
         reasons.append("the tree has .gitattributes")
-    autocrlf = config.get("core.autocrlf", "false").strip().lower()
-    if autocrlf in ("true", "yes", "on", "1"):
+    # "input" converts only when adding, so only a true value matters here.
+    if config_bool(config.get("core.autocrlf"), False):
         reasons.append("core.autocrlf=true")
     info = common_dir / "info" / "attributes"
     if info.is_file() and info.stat().st_size > 0:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -186,17 +187,41 @@ def read_config(git: Git) -> dict[str, str]:
     return config
 
 
+# Largest value git_parse_int() accepts (C int on every platform git supports).
+_GIT_INT_MAX = 2**31 - 1
+# git's get_unit_factor(): suffixes accepted after an integer config value.
+_GIT_UNIT_FACTORS = {b"": 1, b"k": 1024, b"m": 1024**2, b"g": 1024**3}
+_GIT_INT_RE = re.compile(rb"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)([kKmMgG]?)")
+
+
+def parse_bool(key: str, value: str) -> bool:
+    """git_config_bool(): text booleans (the empty string is false), else an int
+    (base 0, k/m/g suffix); anything else is the error git itself dies with.
+    A key written without ``=`` is true: ``read_config`` stores it as "true"."""
+    lowered = value.lower()
+    if lowered in ("true", "yes", "on"):
+        return True
+    if lowered in ("false", "no", "off", ""):
+        return False
+    match = _GIT_INT_RE.fullmatch(value.encode("utf-8", "surrogateescape"))
+    if match is not None:
+        _sign, digits, unit = match.groups()
+        if digits[:2] in (b"0x", b"0X"):
+            number = int(digits[2:], 16)
+        else:
+            number = int(digits, 8 if digits.startswith(b"0") else 10)
+        if number * _GIT_UNIT_FACTORS[unit.lower()] <= _GIT_INT_MAX:
+            return number != 0
+    raise GitError(f"bad boolean config value '{value}' for '{key}'")
+
+
 def config_bool(value: str | None, default: bool) -> bool:
+    """``parse_bool`` for settings where an unusable value means the default."""
     if value is None:
         return default
-    v = value.strip().lower()
-    if v in ("true", "yes", "on", "1", ""):
-        return True
-    if v in ("false", "no", "off", "0"):
-        return False
     try:
-        return int(v) != 0
-    except ValueError:
+        return parse_bool("", value)
+    except GitError:
         return default
 
 

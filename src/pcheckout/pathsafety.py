@@ -23,7 +23,6 @@ refuses to follow them when it reads those files (2.32+).
 
 from __future__ import annotations
 
-import re
 import stat
 import sys
 from bisect import bisect_right
@@ -31,7 +30,8 @@ from collections.abc import Callable, Iterable, Sequence
 from itertools import accumulate, repeat
 from operator import itemgetter
 
-from pcheckout.errors import GitError, UnsafeTreeError, quote_path
+from pcheckout.errors import UnsafeTreeError, quote_path
+from pcheckout.git import parse_bool
 
 __all__ = ["check_path", "check_tree", "protections_from_config"]
 
@@ -75,12 +75,6 @@ PROTECTED_SYMLINK_NAMES: tuple[tuple[bytes, bytes, bool], ...] = (
     (b"gitignore", b"gi250a", False),
     (b"mailmap", b"maba30", False),
 )
-
-# Largest value git_parse_int() accepts (C int on every platform git supports).
-_GIT_INT_MAX = 2**31 - 1
-# git's get_unit_factor(): suffixes accepted after an integer config value.
-_GIT_UNIT_FACTORS = {b"": 1, b"k": 1024, b"m": 1024**2, b"g": 1024**3}
-_GIT_INT_RE = re.compile(rb"\s*([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)([kKmMgG]?)")
 
 _REFUSE = "refusing to check out: "
 
@@ -498,25 +492,6 @@ def _refuse_first_offence(entries: Iterable[tuple[bytes, int]], ntfs: bool, hfs:
 # Configuration
 
 
-def _git_bool(key: str, value: str) -> bool:
-    """git_config_bool(): text booleans, else an int (base 0, k/m/g suffix)."""
-    lowered = value.lower()
-    if lowered in ("true", "yes", "on"):
-        return True
-    if lowered in ("false", "no", "off", ""):
-        return False
-    match = _GIT_INT_RE.fullmatch(value.encode("utf-8", "surrogateescape"))
-    if match is not None:
-        _sign, digits, unit = match.groups()
-        if digits[:2] in (b"0x", b"0X"):
-            number = int(digits[2:], 16)
-        else:
-            number = int(digits, 8 if digits.startswith(b"0") else 10)
-        if number * _GIT_UNIT_FACTORS[unit.lower()] <= _GIT_INT_MAX:
-            return number != 0
-    raise GitError(f"bad boolean config value '{value}' for '{key}'")
-
-
 def protections_from_config(get: Callable[[str], str | None]) -> tuple[bool, bool]:
     """(protect_ntfs, protect_hfs) from ``get("core.protectntfs")`` and
     ``get("core.protecthfs")``; git's defaults where ``get`` returns None.
@@ -533,5 +508,5 @@ def protections_from_config(get: Callable[[str], str | None]) -> tuple[bool, boo
         ("core.protecthfs", PROTECT_HFS_DEFAULT),
     ):
         value = get(key)
-        results.append(default if value is None else _git_bool(key, value))
+        results.append(default if value is None else parse_bool(key, value))
     return results[0], results[1]
