@@ -288,7 +288,8 @@ class Engine:
         try:
             entries = self.entries
             skip = self.skip
-            pending: deque[int] = deque()
+            pending: deque[int] = deque()  # entries asked for, not yet answered
+            sizes: deque[int] = deque()  # their request lengths (the same after a restart)
             pending_bytes = 0
             batch: range | None = None
             pos = 0
@@ -333,6 +334,7 @@ class Engine:
                         continue
                     out.append(line)
                     pending.append(i)
+                    sizes.append(len(line))
                     pending_bytes += len(line)
                 if out:
                     assert cf is not None
@@ -348,6 +350,7 @@ class Engine:
                         break
                     continue
                 i = pending.popleft()
+                size = sizes.popleft()
                 e = entries[i]
                 try:
                     self._receive(cf, i, e, st)  # type: ignore[arg-type]
@@ -356,9 +359,10 @@ class Engine:
                     # (the file of entry i, if begun, was removed by _write_file).
                     restarts = self._give_up_or_count(exc, e, restarts, st)
                     pending.appendleft(i)
+                    sizes.appendleft(size)
                     cf, pending_bytes = self._restart(wid, cf, pending)  # type: ignore[arg-type]
                     continue
-                pending_bytes -= len(cf.request_line(e.oid, e.path))  # type: ignore[union-attr]
+                pending_bytes -= size
             if cf is not None:
                 cf.close()
             if plain is not None:
