@@ -33,6 +33,7 @@ from .errors import (
     UnknownRevisionError,
     WorktreeNotEmptyError,
     quote_path,
+    quote_paths,
 )
 from .git import (
     GIT_ATTR_SOURCE,
@@ -53,8 +54,6 @@ from .tree import MODE_GITLINK, MODE_SYMLINK, Entry, list_tree
 #: Marker left in the git dir while a checkout is writing; a re-run that finds
 #: it resumes (verifies what is there, writes the rest) instead of refusing.
 IN_PROGRESS = "pcheckout-in-progress"
-#: How many conflicting paths an error names.
-SHOW_PATHS = 5
 
 
 class Reporter(Protocol):
@@ -164,9 +163,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         if repo.index_path.exists():
             return switch.switch(git, repo, config, opts, commit, branch, entries, ui)
         raise WorktreeNotEmptyError(
-            f"working tree {root} is not empty and has no index: "
-            + ", ".join(quote_path(p) for p in occupied[:SHOW_PATHS])
-            + (" ..." if len(occupied) > SHOW_PATHS else "")
+            f"working tree {root} is not empty and has no index: " + quote_paths(occupied)
         )
     resume = bool(occupied) and marker.exists()
     fs, plan = plan_workers(git, config, root, entries, opts.workers, opts.environ, opts.adapt)
@@ -222,9 +219,7 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
         occupied = _occupants(dest, ignore_git=False)
         if occupied:
             raise WorktreeNotEmptyError(
-                f"destination {dest} is not empty: "
-                + ", ".join(quote_path(p) for p in occupied[:SHOW_PATHS])
-                + (" ..." if len(occupied) > SHOW_PATHS else "")
+                f"destination {dest} is not empty: " + quote_paths(occupied)
             )
     fs, plan = plan_workers(git, config, dest, entries, opts.workers, opts.environ, opts.adapt)
     conversion = attributes.conversion_reasons(entries, config, repo.common_dir)

@@ -40,6 +40,17 @@ def quote_path(path: bytes) -> str:
     return text
 
 
+#: How many paths a message names before "and N more".
+SHOW_PATHS = 5
+
+
+def quote_paths(paths: list[bytes]) -> str:
+    """The first few of ``paths`` (sorted) for a one-line message."""
+    shown = ", ".join(quote_path(p) for p in sorted(paths)[:SHOW_PATHS])
+    more = len(paths) - SHOW_PATHS
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
 class PcheckoutError(Exception):
     """Base class; ``str()`` is the message a user sees."""
 

@@ -29,14 +29,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from . import index as ix
-from .errors import DestinationError, PcheckoutError, WriteError, quote_path
+from .errors import SHOW_PATHS, DestinationError, PcheckoutError, WriteError, quote_path, quote_paths
 from .git import Git, Repo, blob_oid
 from .tree import MODE_GITLINK, MODE_SYMLINK, Entry, list_tree
 
 if TYPE_CHECKING:
     from .checkout import CheckoutOptions, Reporter, Result
 
-SHOW_PATHS = 5
 
 
 class LocalChangesError(DestinationError):
@@ -45,11 +44,6 @@ class LocalChangesError(DestinationError):
 
 class UntrackedInTheWayError(DestinationError):
     pass
-
-
-def _names(paths: list[bytes]) -> str:
-    shown = ", ".join(quote_path(p) for p in sorted(paths)[:SHOW_PATHS])
-    return shown + (f" and {len(paths) - SHOW_PATHS} more" if len(paths) > SHOW_PATHS else "")
 
 
 def _dirty_paths(git: Git) -> set[bytes]:
@@ -207,7 +201,7 @@ def switch(
     if refused:
         raise LocalChangesError(
             "your local changes to these files would be overwritten by checkout: "
-            + _names(refused) + "; commit or stash them, or use --force to discard them"
+            + quote_paths(refused) + "; commit or stash them, or use --force to discard them"
         )
 
     # Untracked files in the way of what we are about to create.
@@ -246,7 +240,7 @@ def switch(
     if in_the_way:
         raise UntrackedInTheWayError(
             "untracked working tree files would be overwritten by checkout: "
-            + _names(sorted(set(in_the_way)))
+            + quote_paths(sorted(set(in_the_way)))
             + "; move or remove them first (pcheckout never deletes untracked files)"
         )
 
