@@ -505,7 +505,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                          f"workers {','.join(map(str, QUICK_WORKERS))}, no scaling")
     ap.add_argument("--no-fresh", action="store_true", help="skip the fresh-checkout tables")
     ap.add_argument("--switch", action="store_true",
-                    help=f"add incremental-switch tables (v1 -> v2, {SWITCH_CHANGE:.0%} changed)")
+                    help=f"add incremental-switch tables (v1 -> v2, {SWITCH_CHANGE * 100:.0f}%% changed)")
     ap.add_argument("--scaling", default=None,
                     help="comma list of tree sizes for the time-per-file table on the first "
                          f"destination (default {','.join(map(str, DEFAULT_SCALING))}; "

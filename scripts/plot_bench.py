@@ -93,6 +93,9 @@ def plot(run: dict[str, Any], out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args in (["-h"], ["--help"]):
+        print(__doc__)
+        return 0
     if len(args) != 2:
         print(__doc__, file=sys.stderr)
         return 2

@@ -104,3 +104,15 @@ def test_big_blob_is_streamed(genrepo: ModuleType, tmp_path: Path) -> None:
     genrepo.generate(genrepo.RepoSpec(big_blob_mib=3), repo)
     sizes = {p: s for _m, p, s, _o in ls_tree(repo, "v1")}
     assert sizes["big.bin"] == 3 << 20
+
+
+@pytest.mark.parametrize(
+    "script", ["genrepo.py", "bench.py", "latencyfs.py", "latencyfs_check.py", "plot_bench.py"])
+def test_script_help_renders(script: str) -> None:
+    """Every benchmark script's --help renders (a stray '%' in a help text broke bench.py's)."""
+    path = Path(__file__).resolve().parent.parent / "scripts" / script
+    if not path.exists():
+        pytest.skip(f"no {script}")
+    done = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip()
