@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pcheckout.errors import UsageError
@@ -13,6 +15,7 @@ from pcheckout.policy import (
     WorkerPlan,
     choose_workers,
     explicit_choice,
+    linux_cores,
 )
 
 SMT8 = CpuInfo(logical=16, physical=8)
@@ -234,3 +237,28 @@ def test_cpu_bound_kinds_adapt_only_for_large_checkouts() -> None:
     assert not plan(tmpfs, entries=5_000).adapt  # the policy's count is the peak already
     assert plan(tmpfs, entries=60_000).adapt
     assert plan(fs("fuse", fstype="fuse.x"), entries=5_000).adapt  # latency-bound: probe
+
+
+def test_cpu_info_agrees_with_psutil_on_this_machine() -> None:
+    import os
+
+    import psutil
+
+    here = CpuInfo.current()
+    assert here.logical == len(os.sched_getaffinity(0))
+    if here.logical == psutil.cpu_count(logical=True):  # no affinity mask in the way
+        assert here.physical == psutil.cpu_count(logical=False)
+
+
+def test_linux_cores_counts_sibling_sets(tmp_path: Path) -> None:
+    # 4 logical CPUs, 2 cores with 2 threads each; cpu3 only has the pre-5.6 file name.
+    for cpu, siblings in ((0, "0,2"), (1, "1,3"), (2, "0,2")):
+        d = tmp_path / f"cpu{cpu}" / "topology"
+        d.mkdir(parents=True)
+        (d / "core_cpus_list").write_text(siblings + "\n")
+    d = tmp_path / "cpu3" / "topology"
+    d.mkdir(parents=True)
+    (d / "thread_siblings_list").write_text("1,3\n")
+    assert linux_cores({0, 1, 2, 3}, str(tmp_path)) == 2
+    assert linux_cores({0, 2}, str(tmp_path)) == 1  # affinity on one core's two threads
+    assert linux_cores({0, 4}, str(tmp_path)) is None  # cpu4 has no topology: unknown

@@ -154,13 +154,13 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     entries = list_tree(git, tree, sizes=opts.dry_run)
     _check_safe(entries, config)
 
-    from . import switch  # incremental switch lives in its own module
-
     root = repo.work_tree
     marker = repo.git_dir / IN_PROGRESS
     occupied = _occupants(root)
     if occupied and not marker.exists():
         if repo.index_path.exists():
+            from . import switch  # incremental switch lives in its own module
+
             return switch.switch(git, repo, config, opts, commit, branch, entries, ui)
         raise WorktreeNotEmptyError(
             f"working tree {root} is not empty and has no index: " + quote_paths(occupied)

@@ -105,6 +105,15 @@ class CpuInfo:
 
     @classmethod
     def current(cls) -> CpuInfo:
+        """The CPUs this process may run on.
+
+        On Linux: the affinity mask (a container's cpuset or ``taskset`` shrink it; psutil's
+        counts are the machine's) and the physical cores among them, from sysfs topology.
+        Elsewhere psutil.  Importing psutil costs ~12 ms, 4% of a 5k-file tmpfs checkout.
+        """
+        if hasattr(os, "sched_getaffinity"):
+            cpus = os.sched_getaffinity(0)
+            return cls(logical=len(cpus) or 1, physical=linux_cores(cpus))
         import psutil
 
         logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1
@@ -116,6 +125,23 @@ class CpuInfo:
         """seed 000: physical cores (half the logical CPUs if unknown), capped at 20."""
         cores = self.physical if self.physical else max(1, self.logical // 2)
         return max(1, min(cores, CPU_BOUND_CAP))
+
+
+def linux_cores(cpus: set[int], sysfs: str = "/sys/devices/system/cpu") -> int | None:
+    """Physical cores among ``cpus``: distinct SMT sibling sets (``core_cpus_list``, called
+    ``thread_siblings_list`` before Linux 5.6).  None when sysfs does not say."""
+    cores = set()
+    for cpu in cpus:
+        for name in ("core_cpus_list", "thread_siblings_list"):
+            try:
+                with open(f"{sysfs}/cpu{cpu}/topology/{name}", "rb") as f:
+                    cores.add(f.read().strip())
+                break
+            except OSError:
+                continue
+        else:
+            return None
+    return len(cores) or None
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ import datetime as _dt
 import json
 import os
 import shutil
-import statistics
 import tempfile
 import threading
 import time
@@ -31,13 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import psutil  # type: ignore[import-untyped]
 if TYPE_CHECKING:  # rich is imported only to render: a checkout never pays for it
     from rich.console import Console
 
 from pcheckout.errors import DestinationError, UsageError, WriteError
 from pcheckout.fsdetect import FsInfo, detect
-from pcheckout.policy import MAX_WORKERS, Tuned
+from pcheckout.policy import MAX_WORKERS, CpuInfo, Tuned
 
 #: The knee: the smallest count whose median throughput is within this fraction of the best.
 #: Issue 5 asks for "a few percent"; 5% is a guess in that range.  Not yet validated on a quiet
@@ -311,7 +309,8 @@ def run_tune(
         fs = detect(opts.path)
     say = progress or (lambda _msg: None)
     max_workers = min(opts.max_workers, MAX_WORKERS)
-    counts = worker_counts(max_workers, (psutil.cpu_count(), psutil.cpu_count(logical=False)))
+    cpus = CpuInfo.current()
+    counts = worker_counts(max_workers, (cpus.logical, cpus.physical))
 
     duration = opts.duration
     if duration is None and opts.files is None:
@@ -342,6 +341,8 @@ def run_tune(
                 this_round.append((n, rate))
                 say(f"round {r + 1}/{opts.rounds}: {n:>3} workers {rate:>10,.0f} files/s")
             per_round.append(tuple(sorted(this_round, reverse=True)))
+
+    import statistics
 
     curve = tuple((n, statistics.median(samples[n])) for n in counts)
     result = TuneResult(
