@@ -619,8 +619,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def compile_bytecode() -> str:
+    """Write pcheckout's .pyc files, as ``pip install`` does for a regular install.
+
+    An editable install writes them on first import, unless PYTHONDONTWRITEBYTECODE is set
+    (it is on the machine these tables come from): each run would then compile every module
+    again, ~35 ms that no installed copy pays."""
+    import compileall
+
+    ok = compileall.compile_dir(str(PROJECT / "src" / "pcheckout"), quiet=1)
+    return "compiled before the run" if ok else "compileall failed"
+
+
 def pcheckout_facts() -> dict[str, Any]:
-    facts: dict[str, Any] = {}
+    facts: dict[str, Any] = {"bytecode": compile_bytecode()}
     try:
         from importlib.metadata import version
         facts["version"] = version("pcheckout")
