@@ -42,9 +42,9 @@ CASES = [
     ("tmpfs_virtio.txt", "/dev/shm/x", "tmpfs", None, "tmpfs", False),
     ("tmpfs_virtio.txt", "/mnt/hostshare/a", "network", None, "virtiofs", True),
     ("tmpfs_virtio.txt", "/mnt/9p/a", "network", None, "9p", True),
-    ("zfs.txt", "/tank/git/repo", "virtual", None, "zfs", True),
+    ("zfs.txt", "/tank/git/repo", "virtual", None, "zfs", False),
     ("btrfs_subvol.txt", "/home/alice", "unknown", None, "btrfs", None),
-    ("bind_overmount.txt", "/", "virtual", None, "ext4", True),  # /dev/vda1: virtio by name
+    ("bind_overmount.txt", "/", "virtual", None, "ext4", False),  # /dev/vda1: virtio by name
     ("bind_overmount.txt", "/mnt/lazy/x", "unknown", None, "autofs", None),
     ("bind_overmount.txt", "/mnt/auto/x", "nfs", "4.1", "nfs4", True),  # stacked on autofs
     ("bind_overmount.txt", "/srv/alpha/x", "nfs", "3", "nfs", True),  # bind of a subdirectory

@@ -89,10 +89,11 @@ def test_spinning_disk_gets_one_worker() -> None:
     assert p.workers == 1 and not p.adapt
 
 
-def test_virtual_disk_is_not_treated_as_spinning() -> None:
-    p = plan(fs("virtual"), cpus=TWO)
-    assert 8 <= p.workers <= 16
-    assert "guess" in p.reason
+def test_virtual_disk_is_cpu_bound_not_spinning() -> None:
+    p = plan(fs("virtual"), cpus=SMT8)
+    assert p.workers == 8 and "page cache" in p.reason  # physical cores, not 1 as for hdd
+    assert not plan(fs("virtual"), entries=40_000).adapt  # CPU-bound: adapt only when huge
+    assert plan(fs("virtual"), entries=60_000).adapt
 
 
 def test_overlay_follows_its_upper_layer() -> None:

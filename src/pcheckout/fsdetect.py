@@ -453,13 +453,10 @@ def nfs_version(fstype: str, options: Mapping[str, str | None]) -> str | None:
 def _latency_bound(kind: Kind, upper: Kind | None) -> bool | None:
     if kind in ("nfs", "smb", "network", "fuse"):
         return True
-    if kind in ("tmpfs", "ssd", "hdd"):
+    if kind in ("tmpfs", "ssd", "hdd", "virtual"):
+        # A block device's latency is paid at writeback, not per create: creating files on a
+        # local filesystem is CPU work (measured on a virtio disk, see policy.py).
         return False
-    if kind == "virtual":
-        # Decision: virtual disks are reached through a hypervisor or the network; creating a
-        # file on this machine's virtio disk costs ~0.6 ms and writers in different directories
-        # overlap, so waiting, not CPU, bounds the checkout.
-        return True
     if kind == "overlay" and upper is not None:
         return _latency_bound(upper, None)  # writes land in the upper layer
     return None
