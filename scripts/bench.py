@@ -108,6 +108,10 @@ class Dest:
     latency_ms: float | None = None
     # FUSE only: a fresh mount per run (cold kernel caches, no inode state carried over).
     mount: Callable[[], contextlib.AbstractContextManager[Any]] | None = None
+    # Keep every timed tree until the benchmark is done.  On a journal-less ext4 (the dev VM's
+    # root) inodes freed in the last minute are skipped, at a kernel-CPU cost per create, so a
+    # run right after the previous run's rm -rf measures the deletion (docs/filesystems.md).
+    defer_delete: bool = False
 
 
 @dataclass
@@ -259,7 +263,7 @@ def open_dest(name: str, scratch_tmpfs: Path, scratch_disk: Path,
     if name in ("tmpfs", "disk"):
         d = (scratch_tmpfs if name == "tmpfs" else scratch_disk) / name
         d.mkdir(parents=True, exist_ok=True)
-        return Dest(name, d, d, benchlib.fs_type(d))
+        return Dest(name, d, d, benchlib.fs_type(d), defer_delete=name == "disk")
     if not name.startswith("fuse"):
         raise ValueError(f"unknown destination {name!r} (choose from {', '.join(DESTS)})")
     latency = float(name[4:])
@@ -356,7 +360,8 @@ class Table:
                         self._git("update-index", "-q", "--refresh", cwd=work)
                 self._timed(cell, back, work)
         finally:
-            benchlib.rmtree(back)
+            if not self.dest.defer_delete:  # else removed with the scratch directory at the end
+                benchlib.rmtree(back)
             os.sync()
 
     def _timed(self, cell: Cell, back: Path, work: Path) -> None:
@@ -395,6 +400,7 @@ class Table:
             "fs_type": self.dest.fs_type,
             "latency_ms": self.dest.latency_ms, "repo": self.repo["name"],
             "entries": self.entries, "rev": self.rev,
+            "deletes_deferred": self.dest.defer_delete,
             "rows": [{**asdict(c.row), "runs": c.runs, "verified": c.verified,
                       "error": c.error, "median_s": c.median()} for c in self.cells],
         }
