@@ -6,6 +6,7 @@ that plays a script of answers for the broken ones.
 
 from __future__ import annotations
 
+import errno
 import subprocess
 import sys
 import textwrap
@@ -240,6 +241,14 @@ def test_spawn_failure(g: Git) -> None:
         raise FileNotFoundError(2, "No such file or directory")
 
     with pytest.raises(CatFileError, match="^cannot start git cat-file: No such file or dir"):
+        CatFile(g, spawn=spawn)
+
+
+def test_spawn_failure_for_lack_of_descriptors_says_what_to_do(g: Git) -> None:
+    def spawn(argv: list[str], **kw: Any) -> subprocess.Popen[bytes]:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    with pytest.raises(CatFileError, match="Too many open files; use fewer workers"):
         CatFile(g, spawn=spawn)
 
 

@@ -133,6 +133,40 @@ def test_rev_branch_tag_and_detached_head(tmp_path: Path) -> None:
         assert b"checkout: moving from" in git(ours, "reflog", "-1", "--format=%gs")
 
 
+def test_branch_wins_over_a_tag_of_the_same_name(tmp_path: Path) -> None:
+    # git checkout warns "refname 'same' is ambiguous" and takes the branch (rev-parse would
+    # take the tag): the tree written must be the branch's, the one HEAD then names.
+    src = make_repo(tmp_path, {b"f": b"tag\n"})
+    git(src, "tag", "same")
+    (src / "f").write_bytes(b"branch\n")
+    git(src, "commit", "-qam", "branch")
+    git(src, "branch", "same")
+    (src / "f").write_bytes(b"main\n")
+    git(src, "commit", "-qam", "main")
+    theirs = clone_no_checkout(src, tmp_path / "theirs")
+    git(theirs, "branch", "-q", "same", "origin/same")
+    git(theirs, "checkout", "-q", "-f", "same")
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    git(ours, "branch", "-q", "same", "origin/same")
+    _pcheckout(ours, rev="same")
+    assert (ours / "f").read_bytes() == b"branch\n"
+    assert git(ours, "symbolic-ref", "HEAD").strip() == b"refs/heads/same"
+    assert_same_as_git(ours, theirs)
+
+
+@pytest.mark.parametrize("rev", ["main~1", "main^{commit}", "@", "v1", "main@{0}"])
+def test_revision_syntax_is_not_taken_for_a_branch(tmp_path: Path, rev: str) -> None:
+    src = make_repo(tmp_path, {b"f": b"one\n"})
+    git(src, "tag", "v1")
+    (src / "f").write_bytes(b"two\n")
+    git(src, "commit", "-qam", "two")
+    theirs = clone_no_checkout(src, tmp_path / "theirs")
+    git(theirs, "checkout", "-q", "-f", rev)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    _pcheckout(ours, rev=rev)
+    assert_same_as_git(ours, theirs)
+
+
 def test_remote_branch_guess_creates_tracking_branch(tmp_path: Path) -> None:
     src = make_repo(tmp_path, {b"f": b"one\n"})
     git(src, "checkout", "-q", "-b", "feature")

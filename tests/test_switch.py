@@ -55,6 +55,17 @@ def _v2(src: Path) -> None:
     git(src, "tag", "v2")
 
 
+@pytest.fixture(params=["serial-stat", "parallel-stat"])
+def stats(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with lstat in one thread (local disks) and in many (as on NFS)."""
+    if request.param == "parallel-stat":
+        from pcheckout import switch
+
+        monkeypatch.setattr(switch, "MIN_STATS_PER_THREAD", 1)
+        monkeypatch.setattr(switch, "_stat_workers", lambda fs, workers: 4)
+    return str(request.param)
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     from conftest import make_repo
@@ -70,7 +81,7 @@ def repo(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("a,b", [("v1g", "v2"), ("v2", "v1g"), ("v1", "v2"), ("v2", "v1")])
-def test_switch_matches_git(tmp_path: Path, repo: Path, a: str, b: str) -> None:
+def test_switch_matches_git(tmp_path: Path, repo: Path, a: str, b: str, stats: str) -> None:
     theirs = clone_with_git(repo, tmp_path / "theirs", rev=a)
     git(theirs, "checkout", "-q", b)
     ours = clone_with_git(repo, tmp_path / "ours", rev=a)
@@ -91,7 +102,7 @@ def test_untouched_entries_keep_their_stat_data(tmp_path: Path, repo: Path) -> N
     assert after[b"d/same"] == before[b"d/same"]
 
 
-def test_local_changes_refused_like_git(tmp_path: Path, repo: Path) -> None:
+def test_local_changes_refused_like_git(tmp_path: Path, repo: Path, stats: str) -> None:
     ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
     (ours / "change.txt").write_bytes(b"my work\n")
     theirs = clone_with_git(repo, tmp_path / "theirs", rev="v1")
@@ -105,7 +116,7 @@ def test_local_changes_refused_like_git(tmp_path: Path, repo: Path) -> None:
     assert git(ours, "rev-parse", "HEAD") == git(ours, "rev-parse", "v1")
 
 
-def test_local_changes_elsewhere_are_kept(tmp_path: Path, repo: Path) -> None:
+def test_local_changes_elsewhere_are_kept(tmp_path: Path, repo: Path, stats: str) -> None:
     ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
     theirs = clone_with_git(repo, tmp_path / "theirs", rev="v1")
     for w in (ours, theirs):
@@ -118,7 +129,7 @@ def test_local_changes_elsewhere_are_kept(tmp_path: Path, repo: Path) -> None:
     assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")
 
 
-def test_untracked_in_the_way_refused_even_with_force(tmp_path: Path, repo: Path) -> None:
+def test_untracked_in_the_way_refused_even_with_force(tmp_path: Path, repo: Path, stats: str) -> None:
     ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
     (ours / "renamed.txt").write_bytes(b"untracked, mine\n")
     for force in (False, True):
@@ -159,7 +170,7 @@ def test_dry_run_counts_only_the_changes(tmp_path: Path, repo: Path) -> None:
     assert (ours / "delete.txt").exists()
 
 
-def test_modification_with_same_size_and_racy_stat_is_found(tmp_path: Path, repo: Path) -> None:
+def test_modification_with_same_size_and_racy_stat_is_found(tmp_path: Path, repo: Path, stats: str) -> None:
     """Right after a checkout every entry is racy: content decides, as for git."""
     ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
     (ours / "change.txt").write_bytes(b"OLD\n")  # same size as "old\n", same second

@@ -32,6 +32,7 @@ from .errors import (
     PcheckoutError,
     UnknownRevisionError,
     WorktreeNotEmptyError,
+    decode,
     quote_path,
     quote_paths,
 )
@@ -40,10 +41,12 @@ from .git import (
     GIT_CATFILE_Z,
     Git,
     Repo,
+    batch_check,
     blob_oid,
     config_bool,
     discover,
     file_blob_oid,
+    is_branch_name,
     is_local_branch,
     read_config,
     resolve,
@@ -148,8 +151,8 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
             f"{opts.directory} is a bare repository; use 'pcheckout export' to write a tree"
         )
     config = read_config(git)
-    commit, branch = _resolve_target(git, opts.rev)
-    tree = resolve(git, commit, "tree")
+    target = _resolve_target(git, opts.rev)
+    commit, tree = target.commit, target.tree
     # Sizes cost git a header read per blob; only the dry run reports them.
     entries = list_tree(git, tree, sizes=opts.dry_run)
     _check_safe(entries, config)
@@ -161,7 +164,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         if repo.index_path.exists():
             from . import switch  # incremental switch lives in its own module
 
-            return switch.switch(git, repo, config, opts, commit, branch, entries, ui)
+            return switch.switch(git, repo, config, opts, target, entries, ui)
         raise WorktreeNotEmptyError(
             f"working tree {root} is not empty and has no index: " + quote_paths(occupied)
         )
@@ -192,7 +195,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     )
     write_index(repo, config, entries, outcome, settle=settles_index(fs),
                 git_version=git.version)
-    head = update_head(git, opts.rev, commit, branch)
+    head = update_head(git, opts.rev, target)
     marker.unlink(missing_ok=True)
     result.seconds = time.monotonic() - t0
     result.bytes = outcome.bytes
@@ -257,17 +260,45 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
 
 
 # --------------------------------------------------------------------------
-def _resolve_target(git: Git, rev: str) -> tuple[str, str | None]:
-    """(commit oid, local branch name or None) for ``rev``, as git checkout reads it."""
+@dataclass(frozen=True)
+class Target:
+    """Where ``git checkout REV`` goes."""
+
+    commit: str
+    tree: str
+    branch: str | None  # the local branch HEAD will name, else detached
+    branch_exists: bool  # False: a remote-tracking branch guessed, to be created
+    head_tree: str | None  # the tree HEAD has now (None: unborn HEAD)
+
+
+def _resolve_target(git: Git, rev: str) -> Target:
+    """Resolve ``rev`` as git checkout reads it: a local branch of that name wins
+    over a tag or any other reading (git warns "refname is ambiguous" and takes
+    the branch); else any commit-ish; else a unique remote-tracking branch
+    (``--guess``).  One ``cat-file --batch-check`` answers the common case."""
+    if rev and not rev.startswith("-") and "\n" not in rev:
+        names = [f"{rev}^{{commit}}", f"{rev}^{{tree}}", "HEAD^{tree}"]
+        if is_branch_name(rev):
+            names += [f"refs/heads/{rev}^{{commit}}", f"refs/heads/{rev}^{{tree}}"]
+        found = batch_check(git, names)
+        head_tree = found[2][0] if found[2] else None
+        if len(found) > 3 and found[3] and found[4]:
+            return Target(found[3][0], found[4][0], rev, True, head_tree)
+        if found[0] and found[1]:
+            return Target(found[0][0], found[1][0], None, False, head_tree)
+    # Unknown (perhaps a remote branch to guess), or not sayable in a batch line.
+    head = git.run("rev-parse", "--verify", "--quiet", "HEAD^{tree}", ok_codes=(0, 1, 128))
+    head_tree = decode(head.stdout.strip()) if head.returncode == 0 else None
     try:
         commit = resolve(git, rev, "commit")
     except UnknownRevisionError:
         remote = _unique_remote_branch(git, rev)
         if remote is None:
             raise
-        return resolve(git, remote, "commit"), rev
+        commit = resolve(git, remote, "commit")
+        return Target(commit, resolve(git, commit, "tree"), rev, False, head_tree)
     branch = rev if is_local_branch(git, rev) else None
-    return commit, branch
+    return Target(commit, resolve(git, commit, "tree"), branch, branch is not None, head_tree)
 
 
 def _unique_remote_branch(git: Git, name: str) -> str | None:
@@ -309,11 +340,14 @@ def plan_workers(
     workers: str | None,
     environ: dict[str, str],
     adapt: bool,
+    fs: object | None = None,
 ) -> tuple[object, policy.WorkerPlan]:
-    from . import fsdetect
-
+    """The filesystem under ``root`` (detected unless given) and the worker plan."""
     explicit = policy.explicit_choice(workers, environ, config)
-    fs = fsdetect.detect(str(root))
+    if fs is None:
+        from . import fsdetect
+
+        fs = fsdetect.detect(str(root))
     tuned = None
     if explicit is None:
         try:
@@ -650,15 +684,16 @@ def _index_version(config: dict[str, str]) -> int:
     return v if v in (2, 3, 4) else 2
 
 
-def update_head(git: Git, rev: str, commit: str, branch: str | None) -> str:
+def update_head(git: Git, rev: str, target: Target) -> str:
     """Point HEAD where ``git checkout REV`` would; return a description."""
+    commit, branch = target.commit, target.branch
     old = git.run("symbolic-ref", "--quiet", "--short", "HEAD", ok_codes=(0, 1, 128)).stdout.strip()
     old_name = old.decode("utf-8", "replace") if old else _short(git, "HEAD")
     if rev == "HEAD":
         return old_name or commit
     if branch is not None:
         ref = f"refs/heads/{branch}"
-        if not is_local_branch(git, branch):
+        if not target.branch_exists:
             remote = _unique_remote_branch(git, branch)
             if remote is None:  # pragma: no cover - resolved earlier
                 raise GitError(f"branch {branch} disappeared")

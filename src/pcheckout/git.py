@@ -256,6 +256,48 @@ def file_blob_oid(path: bytes, size: int, hash_name: str) -> str:
     return h.hexdigest()
 
 
+_OBJECT_TYPES = frozenset({"blob", "tree", "commit", "tag"})
+
+
+def batch_check(git: Git, names: Sequence[str]) -> list[tuple[str, str] | None]:
+    """``(oid, type)`` for each object name (any rev syntax: ``v1^{tree}``,
+    ``HEAD~2``), None where git finds none: all of them in one ``git cat-file
+    --batch-check``.  On a network mount each git process costs tens of round
+    trips to the repository before it does anything, so lookups share one."""
+    if any("\n" in n for n in names):
+        raise ValueError("an object name with a newline cannot be asked in a batch")
+    data = "".join(n + "\n" for n in names).encode("utf-8", "surrogateescape")
+    out = git.out("cat-file", "--batch-check=%(objectname) %(objecttype)", input=data)
+    lines = decode(out).split("\n")[: len(names)]
+    if len(lines) != len(names):
+        raise GitError(f"git cat-file --batch-check answered {len(lines)} of {len(names)} names")
+    found: list[tuple[str, str] | None] = []
+    for line in lines:
+        oid, _, kind = line.rpartition(" ")
+        # Unknown names come back as "<name> missing" (or "ambiguous"); echoed, not parsed.
+        ok = kind in _OBJECT_TYPES and len(oid) in (40, 64) and all(
+            c in "0123456789abcdef" for c in oid)
+        found.append((oid, kind) if ok else None)
+    return found
+
+
+_NOT_IN_BRANCH_NAMES = frozenset(" ~^:?*[\\\x7f") | {chr(c) for c in range(32)}
+
+
+def is_branch_name(name: str) -> bool:
+    """Whether ``refs/heads/<name>`` is a well-formed ref name (git's
+    check_refname_format, conservatively), so that naming it cannot be read
+    as revision syntax (``v1~2``, ``x^{tree}``, ``@{-1}``)."""
+    if not name or name in ("HEAD", "@") or name.startswith("-") or "@{" in name:
+        return False
+    if ".." in name or "//" in name or name.endswith(("/", ".")):
+        return False
+    if any(c in _NOT_IN_BRANCH_NAMES for c in name):
+        return False
+    return all(part and not part.startswith(".") and not part.endswith(".lock")
+               for part in name.split("/"))
+
+
 def is_local_branch(git: Git, name: str) -> bool:
     if name == "HEAD" or name.startswith("-"):
         return False
