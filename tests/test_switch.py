@@ -91,6 +91,18 @@ def test_switch_matches_git(tmp_path: Path, repo: Path, a: str, b: str, stats: s
     assert_same_as_git(ours, theirs)
 
 
+def test_head_and_reflog_follow_git_through_a_series_of_switches(tmp_path: Path, repo: Path) -> None:
+    git(repo, "branch", "side", "v1")
+    theirs = clone_with_git(repo, tmp_path / "theirs")
+    ours = clone_with_git(repo, tmp_path / "ours")
+    for rev in ["v1", "side", "v2", "v1g", "main", "side"]:  # detached <-> branch, both ways
+        git(theirs, "checkout", "-q", rev)
+        checkout(CheckoutOptions(directory=ours, rev=rev))
+        assert_same_as_git(ours, theirs)
+        # git's reflog: "moving from <branch>" or from the full commit id when detached
+        assert git(ours, "reflog", "-1", "--format=%gs") == git(theirs, "reflog", "-1", "--format=%gs")
+
+
 def test_untouched_entries_keep_their_stat_data(tmp_path: Path, repo: Path) -> None:
     from pcheckout.index import read_index
 

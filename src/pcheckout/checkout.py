@@ -50,6 +50,7 @@ from .git import (
     is_local_branch,
     read_config,
     resolve,
+    symbolic_head,
 )
 from .index import write_all
 from .tree import MODE_GITLINK, MODE_SYMLINK, Entry, list_tree
@@ -195,7 +196,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     )
     write_index(repo, config, entries, outcome, settle=settles_index(fs),
                 git_version=git.version)
-    head = update_head(git, opts.rev, target)
+    head = update_head(git, repo, config, opts.rev, target)
     marker.unlink(missing_ok=True)
     result.seconds = time.monotonic() - t0
     result.bytes = outcome.bytes
@@ -269,6 +270,7 @@ class Target:
     branch: str | None  # the local branch HEAD will name, else detached
     branch_exists: bool  # False: a remote-tracking branch guessed, to be created
     head_tree: str | None  # the tree HEAD has now (None: unborn HEAD)
+    head_commit: str | None  # the commit HEAD is at now (None: unborn HEAD)
 
 
 def _resolve_target(git: Git, rev: str) -> Target:
@@ -277,18 +279,17 @@ def _resolve_target(git: Git, rev: str) -> Target:
     the branch); else any commit-ish; else a unique remote-tracking branch
     (``--guess``).  One ``cat-file --batch-check`` answers the common case."""
     if rev and not rev.startswith("-") and "\n" not in rev:
-        names = [f"{rev}^{{commit}}", f"{rev}^{{tree}}", "HEAD^{tree}"]
+        names = ["HEAD^{tree}", "HEAD^{commit}", f"{rev}^{{commit}}", f"{rev}^{{tree}}"]
         if is_branch_name(rev):
             names += [f"refs/heads/{rev}^{{commit}}", f"refs/heads/{rev}^{{tree}}"]
-        found = batch_check(git, names)
-        head_tree = found[2][0] if found[2] else None
-        if len(found) > 3 and found[3] and found[4]:
-            return Target(found[3][0], found[4][0], rev, True, head_tree)
-        if found[0] and found[1]:
-            return Target(found[0][0], found[1][0], None, False, head_tree)
+        found = [f[0] if f else None for f in batch_check(git, names)]
+        head = found[0], found[1]
+        if len(found) > 4 and found[4] and found[5]:
+            return Target(found[4], found[5], rev, True, *head)
+        if found[2] and found[3]:
+            return Target(found[2], found[3], None, False, *head)
     # Unknown (perhaps a remote branch to guess), or not sayable in a batch line.
-    head = git.run("rev-parse", "--verify", "--quiet", "HEAD^{tree}", ok_codes=(0, 1, 128))
-    head_tree = decode(head.stdout.strip()) if head.returncode == 0 else None
+    head = _head_tree_and_commit(git)
     try:
         commit = resolve(git, rev, "commit")
     except UnknownRevisionError:
@@ -296,9 +297,16 @@ def _resolve_target(git: Git, rev: str) -> Target:
         if remote is None:
             raise
         commit = resolve(git, remote, "commit")
-        return Target(commit, resolve(git, commit, "tree"), rev, False, head_tree)
+        return Target(commit, resolve(git, commit, "tree"), rev, False, *head)
     branch = rev if is_local_branch(git, rev) else None
-    return Target(commit, resolve(git, commit, "tree"), branch, branch is not None, head_tree)
+    return Target(commit, resolve(git, commit, "tree"), branch, branch is not None, *head)
+
+
+def _head_tree_and_commit(git: Git) -> tuple[str | None, str | None]:
+    try:
+        return resolve(git, "HEAD", "tree"), resolve(git, "HEAD", "commit")
+    except UnknownRevisionError:  # unborn
+        return None, None
 
 
 def _unique_remote_branch(git: Git, name: str) -> str | None:
@@ -684,11 +692,16 @@ def _index_version(config: dict[str, str]) -> int:
     return v if v in (2, 3, 4) else 2
 
 
-def update_head(git: Git, rev: str, target: Target) -> str:
-    """Point HEAD where ``git checkout REV`` would; return a description."""
+def update_head(git: Git, repo: Repo, config: dict[str, str], rev: str, target: Target) -> str:
+    """Point HEAD where ``git checkout REV`` would; return a description.  The
+    reflog says "checkout: moving from OLD to REV" with git's OLD: the branch
+    name, or the full commit id when HEAD was detached."""
     commit, branch = target.commit, target.branch
-    old = git.run("symbolic-ref", "--quiet", "--short", "HEAD", ok_codes=(0, 1, 128)).stdout.strip()
-    old_name = old.decode("utf-8", "replace") if old else _short(git, "HEAD")
+    old = symbolic_head(git, repo, config)
+    if old is not None and old.startswith("refs/heads/"):
+        old_name = old.removeprefix("refs/heads/")
+    else:
+        old_name = target.head_commit or ""
     if rev == "HEAD":
         return old_name or commit
     if branch is not None:
@@ -703,9 +716,4 @@ def update_head(git: Git, rev: str, target: Target) -> str:
     git.run("update-ref", "--no-deref", "-m", f"checkout: moving from {old_name} to {rev}",
             "HEAD", commit)
     return f"detached at {rev}"
-
-
-def _short(git: Git, rev: str) -> str:
-    proc = git.run("rev-parse", "--verify", "--quiet", "--short", rev, ok_codes=(0, 1, 128))
-    return proc.stdout.decode().strip()
 

@@ -314,7 +314,7 @@ def switch(
         hash_name=repo.object_format,
         skip_hash=co.skip_hash(config, git.version),
     )
-    result.head = co.update_head(git, opts.rev, target)
+    result.head = co.update_head(git, repo, config, opts.rev, target)
     result.seconds = time.monotonic() - t0
     result.bytes = outcome.bytes
     result.written = len(write_entries)
