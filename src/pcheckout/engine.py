@@ -46,6 +46,15 @@ MAX_RESTARTS = 2
 #: (load balance at the end of the run) but not so small that the shared
 #: queue lock is taken per file; 64 is ~1 ms of tmpfs work.
 MIN_BATCH, MAX_BATCH, BATCHES_PER_WORKER = 1, 64, 8
+#: Entries one worker may have asked for and not yet written, in batches.  The
+#: request window alone (4 KiB, ~100 requests) let the first workers to start
+#: claim ~100 entries each before the last had begun: on the 1 ms latency
+#: mount (~6 ms per file) a 368-file switch at 8 workers had three workers
+#: writing ~100 files (0.6 s) while four wrote 5.  Two batches keep git
+#: inflating ahead of the writer (an answer takes microseconds, a create
+#: milliseconds) and leave the rest to be stolen; where batches are large
+#: (few workers, many entries: CPU-bound) the byte window still binds first.
+PENDING_BATCHES = 2
 
 #: Open files one worker holds at most: its cat-file's stdin, stdout and stderr
 #: file, the same again for the plain cat-file that filtered mode uses for
@@ -302,7 +311,8 @@ class Engine:
                 # Top up the requests in flight, in bursts (one write per ~50
                 # requests instead of one per file, for us and for git).
                 out: list[bytes] = []
-                while not exhausted and pending_bytes < (
+                most = PENDING_BATCHES * self._batch
+                while not exhausted and len(pending) < most and pending_bytes < (
                     REQUEST_WINDOW if out or pending_bytes <= REQUEST_LOW_WATER else 0
                 ):
                     if batch is None or pos >= len(batch):
