@@ -69,3 +69,21 @@ def test_symbolic_head_reads_the_file_as_git_does(repo: Path, monkeypatch: pytes
     # Another ref backend (reftable keeps a placeholder in HEAD): ask git.
     assert symbolic_head(g, r, {**config, "extensions.refstorage": "reftable"}) is None
     assert ran == [("symbolic-ref", "--quiet", "HEAD")]
+
+
+def test_concurrently_returns_in_order_and_raises_the_first_error() -> None:
+    import threading
+
+    from pcheckout.checkout import _concurrently
+    from pcheckout.errors import UnknownRevisionError
+
+    names = _concurrently(lambda: threading.current_thread().name, lambda: 2, lambda: 3)
+    assert names[0] == threading.current_thread().name and names[1:] == [2, 3]
+
+    def boom(msg: str) -> None:
+        raise UnknownRevisionError(msg)
+
+    finished = []
+    with pytest.raises(UnknownRevisionError, match="first"):
+        _concurrently(lambda: finished.append(1), lambda: boom("first"), lambda: boom("second"))
+    assert finished == [1]

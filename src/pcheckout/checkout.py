@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import os
 import stat as stat_mod
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from . import attributes, policy
 from .catfile import Spawn
@@ -32,7 +33,6 @@ from .errors import (
     PcheckoutError,
     UnknownRevisionError,
     WorktreeNotEmptyError,
-    decode,
     quote_path,
     quote_paths,
 )
@@ -151,21 +151,28 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         raise DestinationError(
             f"{opts.directory} is a bare repository; use 'pcheckout export' to write a tree"
         )
-    config = read_config(git)
-    target = _resolve_target(git, opts.rev)
-    commit, tree = target.commit, target.tree
-    # Sizes cost git a header read per blob; only the dry run reports them.
-    entries = list_tree(git, tree, sizes=opts.dry_run)
-    _check_safe(entries, config)
-
     root = repo.work_tree
     marker = repo.git_dir / IN_PROGRESS
     occupied = _occupants(root)
+    switching = bool(occupied) and not marker.exists() and repo.index_path.exists()
+    # Independent git processes run side by side: on a network mount each one
+    # spends tens of round trips finding the repository before it answers.
+    config, target = _concurrently(lambda: read_config(git),
+                                   lambda: _resolve_target(git, opts.rev))
+    commit, tree = target.commit, target.tree
+    # Sizes cost git a header read per blob; only the dry run reports them.
+    listing = [lambda: list_tree(git, tree, sizes=opts.dry_run)]
+    if switching and target.head_tree is not None:
+        listing.append(lambda: list_tree(git, target.head_tree or "", sizes=False))
+    entries, *head_entries = _concurrently(*listing)
+    _check_safe(entries, config)
+
     if occupied and not marker.exists():
-        if repo.index_path.exists():
+        if switching:
             from . import switch  # incremental switch lives in its own module
 
-            return switch.switch(git, repo, config, opts, target, entries, ui)
+            return switch.switch(git, repo, config, opts, target, entries,
+                                 head_entries[0] if head_entries else [], ui)
         raise WorktreeNotEmptyError(
             f"working tree {root} is not empty and has no index: " + quote_paths(occupied)
         )
@@ -261,6 +268,32 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
 
 
 # --------------------------------------------------------------------------
+def _concurrently(*calls: Callable[[], Any]) -> list[Any]:
+    """Each call's result, the calls run on threads side by side; the first
+    call's exception (in argument order) is raised after all have finished."""
+    if len(calls) == 1:
+        return [calls[0]()]
+    results: list[Any] = [None] * len(calls)
+    errors: list[BaseException | None] = [None] * len(calls)
+
+    def run(k: int) -> None:
+        try:
+            results[k] = calls[k]()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            errors[k] = exc
+
+    threads = [threading.Thread(target=run, args=(k,), daemon=True) for k in range(1, len(calls))]
+    for t in threads:
+        t.start()
+    run(0)
+    for t in threads:
+        t.join()
+    for exc in errors:
+        if exc is not None:
+            raise exc
+    return results
+
+
 @dataclass(frozen=True)
 class Target:
     """Where ``git checkout REV`` goes."""

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from . import index as ix
 from .errors import SHOW_PATHS, DestinationError, PcheckoutError, WriteError, quote_path, quote_paths
 from .git import Git, Repo, blob_oid
-from .tree import MODE_GITLINK, MODE_SYMLINK, Entry, list_tree
+from .tree import MODE_GITLINK, MODE_SYMLINK, Entry
 
 if TYPE_CHECKING:
     from .checkout import CheckoutOptions, Reporter, Result, Target
@@ -155,6 +155,7 @@ def switch(
     opts: CheckoutOptions,
     target: Target,
     entries: list[Entry],
+    head_entries: list[Entry],
     ui: Reporter,
 ) -> Result:
     from . import checkout as co
@@ -168,9 +169,7 @@ def switch(
         raise DestinationError("the index has unmerged entries; resolve them first")
     I = {e.path: e for e in index.entries}
     M = {e.path: e for e in entries}
-    H: dict[bytes, Entry] = {}
-    if target.head_tree is not None:
-        H = {e.path: e for e in list_tree(git, target.head_tree, sizes=False)}
+    H = {e.path: e for e in head_entries}  # HEAD's tree (listed beside the target's)
 
     def same_im(i: ix.IndexEntry, m: Entry) -> bool:
         return i.mode == m.mode and i.oid.hex() == m.oid
