@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -160,3 +161,22 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
         full_env.update(env)
     return subprocess.run([sys.executable, "-m", "pcheckout", *args], cwd=cwd, env=full_env,
                           capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def big_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[bytes, bytes]]]:
+    """~5,000 files on tmpfs (/dev/shm when there is one): a checkout takes a while."""
+    import shutil
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="pcheckout-faults-",
+                                 dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    files = {b"d%02d/f%05d" % (i % 50, i): b"x%d\n" % i * 200 for i in range(5000)}
+    mp = pytest.MonkeyPatch()
+    for k, v in GIT_ENV.items():
+        mp.setenv(k, v)
+    try:
+        yield make_repo(base, files), files
+    finally:
+        mp.undo()
+        shutil.rmtree(base, ignore_errors=True)

@@ -77,9 +77,9 @@ def test_environment_and_git_config_choices(tmp_path: Path) -> None:
 def test_adaptive_checkout_matches_git_and_reports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Adapt whatever kind of filesystem the temporary directory is on (CPU-bound kinds adapt
-    # only from 50k entries by default).
-    monkeypatch.setattr(policy, "ADAPT_MIN_ENTRIES_CPU_BOUND", policy.ADAPT_MIN_ENTRIES)
+    # Adapt whatever kind of filesystem the temporary directory is on (CPU-bound kinds write
+    # in a fixed number of processes instead).
+    monkeypatch.setattr(policy, "CPU_BOUND_KINDS", ())
     files = {b"dir%02d/f%04d.txt" % (i % 50, i): b"%d\n" % i * (i % 7) for i in range(2500)}
     src = make_repo(tmp_path, files)
     theirs = clone_with_git(src, tmp_path / "theirs")

@@ -405,27 +405,6 @@ def test_open_file_limit_too_low_for_one_worker(tmp_path: Path) -> None:
 
 
 # -- interrupts ----------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def big_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[bytes, bytes]]]:
-    """~5,000 files on tmpfs (/dev/shm when there is one): a checkout takes a while."""
-    import shutil
-    import tempfile
-
-    base = Path(tempfile.mkdtemp(prefix="pcheckout-faults-",
-                                 dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-    files = {b"d%02d/f%05d" % (i % 50, i): b"x%d\n" % i * 200 for i in range(5000)}
-    mp = pytest.MonkeyPatch()
-    from conftest import GIT_ENV
-
-    for k, v in GIT_ENV.items():
-        mp.setenv(k, v)
-    try:
-        yield make_repo(base, files), files
-    finally:
-        mp.undo()
-        shutil.rmtree(base, ignore_errors=True)
-
-
 def _our_processes(work: Path) -> list[psutil.Process]:
     """Live processes whose command line names the work tree (git -C <work> ...)."""
     found = []

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import git, make_repo
 
 from pcheckout.git import Git, batch_check, discover, is_branch_name, read_config, symbolic_head
-
-from conftest import git, make_repo
 
 
 @pytest.fixture
@@ -49,7 +48,9 @@ def test_revision_syntax_is_no_branch_name(name: str) -> None:
     assert not is_branch_name(name)
 
 
-def test_symbolic_head_reads_the_file_as_git_does(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_symbolic_head_reads_the_file_as_git_does(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     g = Git(repo)
     r = discover(g)
     ran: list[tuple[str, ...]] = []

@@ -92,8 +92,6 @@ def test_spinning_disk_gets_one_worker() -> None:
 def test_virtual_disk_is_cpu_bound_not_spinning() -> None:
     p = plan(fs("virtual"), cpus=SMT8)
     assert p.workers == 8 and "page cache" in p.reason  # physical cores, not 1 as for hdd
-    assert not plan(fs("virtual"), entries=40_000).adapt  # CPU-bound: adapt only when huge
-    assert plan(fs("virtual"), entries=60_000).adapt
 
 
 def test_overlay_follows_its_upper_layer() -> None:
@@ -233,11 +231,20 @@ def test_cpuinfo_current_is_sane() -> None:
     assert c.physical is None or 1 <= c.physical <= c.logical
 
 
-def test_cpu_bound_kinds_adapt_only_for_large_checkouts() -> None:
+def test_cpu_bound_kinds_write_in_processes_latency_bound_in_adapting_threads() -> None:
     tmpfs = fs("tmpfs", fstype="tmpfs")
-    assert not plan(tmpfs, entries=5_000).adapt  # the policy's count is the peak already
-    assert plan(tmpfs, entries=60_000).adapt
-    assert plan(fs("fuse", fstype="fuse.x"), entries=5_000).adapt  # latency-bound: probe
+    for entries in (5_000, 60_000):
+        p = plan(tmpfs, entries=entries)  # SMT8: 8 workers on 16 CPUs
+        assert p.processes and not p.adapt
+    assert plan(fs("virtual"), cpus=TWO).processes
+    fuse = plan(fs("fuse", fstype="fuse.x"), entries=5_000)
+    assert not fuse.processes and fuse.adapt  # latency-bound: many cheap threads, probing
+    # More workers than CPUs asked for: threads; one worker: no fork at all.
+    asked = Explicit(64, "--workers")
+    assert not plan(tmpfs, explicit=asked).processes
+    assert plan(tmpfs, explicit=Explicit(4, "--workers")).processes
+    assert not plan(tmpfs, explicit=Explicit(1, "--workers")).processes
+    assert not plan(fs("unknown", fstype="weird")).processes  # nothing known: threads
 
 
 def test_cpu_info_agrees_with_psutil_on_this_machine() -> None:

@@ -120,6 +120,7 @@ class Result:
     adapt_summary: str | None = None
     head: str | None = None
     conversion: list[str] = field(default_factory=list)
+    processes: bool = False  # written by forked processes (else threads)
 
     def to_json(self) -> dict[str, object]:
         fs = self.filesystem
@@ -132,6 +133,7 @@ class Result:
             "reason": self.workers.reason,
             "source": self.workers.source,
             "adapt": self.workers.adapt,
+            "processes": self.processes if not self.dry_run else self.workers.processes,
             "dry_run": self.dry_run,
             "seconds": round(self.seconds, 4),
             "written": self.written,
@@ -210,6 +212,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     result.written = outcome.files - getattr(outcome, "kept", 0)
     result.kept = getattr(outcome, "kept", 0)
     result.adapt_summary = getattr(outcome, "adapt_summary", None)
+    result.processes = outcome.processes
     result.head = head
     return result
 
@@ -264,6 +267,7 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
     result.bytes = outcome.bytes
     result.written = outcome.files
     result.adapt_summary = getattr(outcome, "adapt_summary", None)
+    result.processes = outcome.processes
     return result
 
 
@@ -455,9 +459,25 @@ def write_tree(
         symlinks=symlinks,
         overwrite=overwrite,
     )
-    engine = Engine(git, entries, opts, spawn=spawn, skip=skip)
     remaining = [i for i, s in enumerate(skip) if not s]
-    ui.start(len(remaining), sum(max(entries[i].size, 0) for i in remaining), plan.workers)
+
+    def start_ui() -> None:
+        ui.start(len(remaining), sum(max(entries[i].size, 0) for i in remaining), plan.workers)
+
+    if plan.processes and adapt is None:
+        from . import forked
+
+        if forked.available() and len(remaining) >= forked.MIN_ENTRIES:
+            try:
+                outcome = forked.run(git, entries, opts, plan.workers, spawn=spawn, skip=skip,
+                                     report=ui.update, forked=start_ui)
+            except KeyboardInterrupt:
+                raise Interrupted(2, "run 'pcheckout checkout' again to finish") from None
+            finally:
+                ui.finish()
+            return _finish_outcome(outcome, pre_stats, kept, None)
+    engine = Engine(git, entries, opts, spawn=spawn, skip=skip)
+    start_ui()
     last = [time.monotonic(), 0, 0]
 
     def tick(eng: Engine) -> None:
@@ -480,11 +500,17 @@ def write_tree(
         raise Interrupted(2, "run 'pcheckout checkout' again to finish") from None
     finally:
         ui.finish()
+    return _finish_outcome(outcome, pre_stats, kept, adapt.summary() if adapt else None)
+
+
+def _finish_outcome(
+    outcome: Outcome, pre_stats: dict[int, bytes], kept: int, adapt_summary: object
+) -> Outcome:
     for i, st in pre_stats.items():
         outcome.stats[i] = st
     outcome.files += len(pre_stats)
     outcome.kept = kept  # type: ignore[attr-defined]
-    outcome.adapt_summary = adapt.summary() if adapt is not None else None  # type: ignore[attr-defined]
+    outcome.adapt_summary = adapt_summary  # type: ignore[attr-defined]
     return outcome
 
 

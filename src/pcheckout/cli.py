@@ -170,7 +170,8 @@ def _summary(result: object) -> str:
     verb = {"switch": "switched", "resume": "resumed"}.get(r.mode, "wrote")  # type: ignore[attr-defined]
     files = r.written if r.mode in ("switch", "resume") else r.files  # type: ignore[attr-defined]
     parts = [f"{verb} {files:,} files ({_human_bytes(r.bytes)}) in {r.seconds:.2f} s "  # type: ignore[attr-defined]
-             f"with {plan.workers} worker{'s' if plan.workers != 1 else ''} ({plan.source})"]
+             f"with {plan.workers} worker{'s' if plan.workers != 1 else ''}"
+             f"{' (processes)' if r.processes else ''} ({plan.source})"]  # type: ignore[attr-defined]
     if r.kept:  # type: ignore[attr-defined]
         parts.append(f"kept {r.kept:,}")  # type: ignore[attr-defined]
     if r.deleted:  # type: ignore[attr-defined]
@@ -200,6 +201,11 @@ def _print_plan(result: object) -> None:
     console.print(f"workers: {plan.workers} ({plan.source}) — {plan.reason}")
     if plan.adapt:
         console.print("will adapt the worker count to measured throughput (--no-adapt to keep it)")
+    if plan.processes:
+        from .forked import MIN_ENTRIES
+
+        console.print("workers are processes (CPU-bound writing: one interpreter lock each), "
+                      f"from {MIN_ENTRIES:,} entries up on Linux")
     if r.conversion:  # type: ignore[attr-defined]
         console.print("content conversion on: " + "; ".join(r.conversion))  # type: ignore[attr-defined]
 

@@ -123,6 +123,7 @@ class Outcome:
     restarts: int
     workers_used: int
     limit_history: list[tuple[float, int]] = field(default_factory=list)
+    processes: bool = False  # the workers were forked processes (forked.py), not threads
 
 
 class _Stop(Exception):

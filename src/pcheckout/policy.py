@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from pcheckout.errors import UsageError
@@ -90,12 +90,6 @@ MIN_ENTRIES_PER_WORKER = 8
 #: Adapting the count during a run needs enough entries to measure and still profit.  A guess:
 #: at 1 ms per request (an NFS-like mount), 2000 entries are a few seconds of sequential work.
 ADAPT_MIN_ENTRIES = 2000
-#: Where writing is CPU-bound (tmpfs, SSD, spinning or virtual disk) the policy's count (physical cores)
-#: is already the peak (seed 000), and a checkout of a few thousand files lasts a fraction of a
-#: second: probing costs more than it can win.  Measured (docs/benchmarks.md, tmpfs, 5069
-#: files): adapting auto 0.506 s vs 0.418 s at the policy's fixed 2 workers.  Adapt there only
-#: from this many entries (~2-3 s of work).
-ADAPT_MIN_ENTRIES_CPU_BOUND = 50_000
 
 _CONFIG_KEY = "pcheckout.workers"
 _GIT_CONFIG_KEY = "checkout.workers"
@@ -167,6 +161,7 @@ class WorkerPlan:
     reason: str  # one line
     source: Source
     adapt: bool = False  # the engine may adapt the count during the checkout
+    processes: bool = False  # workers are forked processes, not threads (CPU-bound writing)
 
 
 def _parse_count(value: str, where: str) -> int | None:
@@ -301,6 +296,15 @@ def _by_kind(
     return cpu, f"storage kind unknown: {cpu_why}"
 
 
+#: Kinds where writing a file is CPU work: no call waits on a device or a server (a block
+#: device's latency is paid at writeback).
+CPU_BOUND_KINDS = ("tmpfs", "ssd", "hdd", "virtual")
+
+
+def _kind(fs: FsInfo | None) -> str | None:
+    return None if fs is None else (fs.upper_kind if fs.kind == "overlay" else fs.kind)
+
+
 def choose_workers(
     fs: FsInfo | None,
     *,
@@ -315,8 +319,25 @@ def choose_workers(
 
     Pure.  ``nbytes`` does not change the count yet (no measurement says how); it is kept in the
     signature so a bandwidth-bound rule can be added without changing callers.
+
+    Where writing is CPU-bound and there is a CPU for each worker, the workers are processes
+    (one interpreter lock each; measured on tmpfs, docs/benchmarks.md); where calls wait, or
+    more workers than CPUs are asked for, threads (cheap to have many of, and they can adapt).
     """
-    del nbytes
+    plan = _choose(fs, cpus, entries, explicit, tuned, allow_adapt)
+    if _kind(fs) in CPU_BOUND_KINDS and 2 <= plan.workers <= cpus.logical:
+        return replace(plan, processes=True, adapt=False)
+    return plan
+
+
+def _choose(
+    fs: FsInfo | None,
+    cpus: CpuInfo,
+    entries: int,
+    explicit: Explicit | None,
+    tuned: Tuned | None,
+    allow_adapt: bool,
+) -> WorkerPlan:
     if explicit is not None:
         n = _cap(explicit.workers)
         capped = f" (capped at {MAX_WORKERS})" if explicit.workers > MAX_WORKERS else ""
@@ -335,10 +356,11 @@ def choose_workers(
     fitted = _fit(_cap(n), entries)
     if fitted < n:
         why += f"; {fitted} for {entries} entries (>= {MIN_ENTRIES_PER_WORKER} per worker)"
-    kind = None if fs is None else (fs.upper_kind if fs.kind == "overlay" else fs.kind)
-    cpu_bound = kind in ("tmpfs", "ssd", "hdd", "virtual")
-    needed = ADAPT_MIN_ENTRIES_CPU_BOUND if cpu_bound else ADAPT_MIN_ENTRIES
-    adapt = allow_adapt and fitted > 1 and entries >= needed
+    # Where writing is CPU-bound the policy's count (physical cores) is the peak already
+    # (seed 000) and probing cost more than it won (tmpfs, 5069 files: 0.506 s adapting vs
+    # 0.418 s at the fixed 2; docs/benchmarks.md): adapt only where calls wait.
+    adapt = (allow_adapt and fitted > 1 and entries >= ADAPT_MIN_ENTRIES
+             and _kind(fs) not in CPU_BOUND_KINDS)
     return WorkerPlan(fitted, why, "policy", adapt)
 
 

@@ -318,6 +318,7 @@ def switch(
     result.bytes = outcome.bytes
     result.written = len(write_entries)
     result.adapt_summary = getattr(outcome, "adapt_summary", None)
+    result.processes = outcome.processes
     return result
 
 

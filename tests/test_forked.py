@@ -1,0 +1,165 @@
+"""Writers in forked processes (forked.py), compared with git, with faults injected."""
+
+from __future__ import annotations
+
+import errno
+import threading
+from pathlib import Path
+
+import pytest
+from conftest import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
+from test_faults import FILES, assert_finishes, assert_nothing_partial, no_children, standin_spawn
+
+from pcheckout import forked, policy
+from pcheckout.checkout import CheckoutOptions, checkout
+from pcheckout.errors import GitError, MissingObjectError, PcheckoutError, WriteError
+
+
+@pytest.fixture
+def processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fork writers whatever this machine is: any filesystem counts as CPU-bound, there are
+    4 CPUs, and small trees are split too."""
+    monkeypatch.setattr(policy, "CPU_BOUND_KINDS", (
+        "tmpfs", "ssd", "hdd", "virtual", "unknown", "overlay", "fuse", "nfs", "smb", "network"))
+    monkeypatch.setattr(policy.CpuInfo, "current", classmethod(lambda cls: cls(4, 4)))
+    monkeypatch.setattr(forked, "MIN_ENTRIES_PER_PROCESS", 5)
+    monkeypatch.setattr(forked, "MIN_ENTRIES", 10)
+
+
+ODD: dict[bytes, bytes | tuple[str, bytes]] = {
+    **{b"dir%d/sub%d/f%03d.txt" % (i % 7, i % 3, i): b"line %d\n" % i * (i % 5)
+       for i in range(120)},
+    b"tab\tname": b"t\n",
+    b"new\nline": b"n\n",
+    b"back\\slash": b"b\n",
+    b"latin-\xe9": b"\xff\xfe\n",
+    b"empty": b"",
+    b"big.bin": bytes(range(256)) * 8192,  # 2 MiB: streamed
+    b"run.sh": ("x", b"#!/bin/sh\n"),
+    b"link": ("l", b"dir0/sub0/f000.txt"),
+    b"dangling": ("l", b"nowhere"),
+}
+
+
+def test_forked_checkout_matches_git(tmp_path: Path, processes: None) -> None:
+    src = make_repo(tmp_path, ODD)
+    sub = git(src, "rev-parse", "HEAD").decode().strip()
+    git(src, "update-index", "--add", "--cacheinfo", f"160000,{sub},mod/ule")
+    git(src, "commit", "-qm", "gitlink")
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    result = checkout(CheckoutOptions(directory=ours, workers="4"))
+    assert result.processes and result.files == len(ODD) + 1
+    assert result.workers.processes
+    assert no_children() == []
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
+
+
+def test_forked_switch_matches_git(tmp_path: Path, processes: None) -> None:
+    src = make_repo(tmp_path, ODD)
+    git(src, "tag", "v1")
+    for i in range(0, 120, 3):
+        (src / f"dir{i % 7}" / f"sub{i % 3}" / f"f{i:03d}.txt").write_bytes(b"changed %d\n" % i)
+    git(src, "commit", "-qam", "v2")
+    theirs = clone_with_git(src, tmp_path / "theirs", rev="v1")
+    git(theirs, "checkout", "-q", "main")
+    ours = clone_with_git(src, tmp_path / "ours", rev="v1")
+    result = checkout(CheckoutOptions(directory=ours, rev="main", workers="2"))
+    assert result.mode == "switch" and result.processes and result.written == 40
+    assert_same_as_git(ours, theirs)
+
+
+def test_a_crash_in_a_child_is_retried_there(tmp_path: Path, processes: None) -> None:
+    src = make_repo(tmp_path, FILES)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    spawn = standin_spawn(tmp_path, "die", 4, once=True)
+    result = checkout(CheckoutOptions(directory=ours, workers="2", spawn=spawn))
+    assert result.processes and (tmp_path / "flag-die-4").exists()
+    assert no_children() == []
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
+
+
+def test_an_error_in_a_child_reaches_the_user_as_itself(tmp_path: Path, processes: None) -> None:
+    src = make_repo(tmp_path, FILES)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    spawn = standin_spawn(tmp_path, "missing", 0, once=True)
+    with pytest.raises(MissingObjectError) as info:
+        checkout(CheckoutOptions(directory=ours, workers="2", spawn=spawn))
+    # Whichever child asks first meets the fault: its share's first entry.
+    import re
+
+    found = re.fullmatch(r"object ([0-9a-f]{40}) for (\S+) is missing from the repository",
+                         str(info.value))
+    assert found, str(info.value)
+    assert git(src, "rev-parse", f"HEAD:{found[2]}").decode().strip() == found[1]
+    assert no_children() == []
+    assert_nothing_partial(ours, FILES)
+    assert_finishes(ours, src, tmp_path)  # the re-run resumes (in processes again)
+
+
+def test_threads_when_another_thread_runs(tmp_path: Path, processes: None) -> None:
+    src = make_repo(tmp_path, ODD)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        result = checkout(CheckoutOptions(directory=ours, workers="2"))
+    finally:
+        stop.set()
+        other.join()
+    assert result.workers.processes and not result.processes  # planned, but not safe to fork
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
+
+
+@pytest.mark.parametrize("exc", [
+    WriteError(b"a/b", OSError(errno.ENOSPC, "No space left on device")),
+    GitError("git failed", stderr=b"fatal: bad object\n"),
+    MissingObjectError("object x is missing"),
+])
+def test_errors_cross_the_pipe_with_class_message_and_attributes(exc: PcheckoutError) -> None:
+    back = forked._unpickle_error(forked._pickle_error(exc))
+    assert type(back) is type(exc) and str(back) == str(exc)
+    assert {k: v for k, v in vars(back).items()} == vars(exc)
+    assert back.exit_code == exc.exit_code
+
+
+def test_other_exceptions_become_internal_errors() -> None:
+    back = forked._unpickle_error(forked._pickle_error(ZeroDivisionError("x")))
+    assert type(back) is PcheckoutError and "internal error" in str(back)
+
+
+def test_ctrl_c_to_the_process_group_stops_every_process(
+    big_repo: tuple[Path, dict[bytes, bytes]]
+) -> None:
+    """A terminal's Ctrl-C reaches the parent and every child at once."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from test_faults import HANG_S, _our_processes
+
+    src, files = big_repo
+    for attempt in range(3):
+        ours = src.parent / f"ours-group-{attempt}"
+        git(src.parent, "clone", "-q", "--no-checkout", str(src), str(ours))
+        cli = subprocess.Popen([sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours),
+                                "-j", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+        deadline = time.monotonic() + HANG_S
+        while not any(n != ".git" for n in os.listdir(ours)) and cli.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+        os.killpg(cli.pid, signal.SIGINT)
+        _out, err = cli.communicate(timeout=HANG_S)
+        if cli.returncode != 0:
+            break
+    else:
+        pytest.skip("the checkout finished before the signal three times")
+    assert cli.returncode == 130, err
+    assert err == ("pcheckout: error: interrupted by SIGINT; "
+                   "run 'pcheckout checkout' again to finish\n")
+    assert _our_processes(ours) == []
+    assert not (ours / ".git" / "index").exists()
+    assert_nothing_partial(ours, files)
