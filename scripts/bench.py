@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import itertools
 import json
 import os
 import shutil
@@ -296,6 +297,9 @@ def open_dest(name: str, scratch_tmpfs: Path, scratch_disk: Path,
 
 # --------------------------------------------------------------------------- one table
 
+_WORK_NAMES = itertools.count(1)
+
+
 class Table:
     def __init__(self, kind: str, dest: Dest, src: Path, repo: dict[str, Any],
                  rows: list[Row], runs: int, rev: str, poll_rss: bool = False) -> None:
@@ -310,15 +314,13 @@ class Table:
         self.env = bench_env()
         self.expect_head = repo["v2"] or repo["v1"] if rev != "HEAD" else None
         self.entries = tree_entry_count(src, "main")
-        self._seq = 0
 
     def _git(self, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", "-C", str(cwd), *args], env=self.env,
                               capture_output=True, text=True)
 
     def _prepare(self, row: Row) -> tuple[Path, Path]:
-        self._seq += 1
-        name = f"w{os.getpid()}-{self._seq}"
+        name = f"w{os.getpid()}-{next(_WORK_NAMES)}"  # unique across tables (trees may be kept)
         back, work = self.dest.backing / name, self.dest.root / name
         if row.tool == "archive":
             back.mkdir()
