@@ -80,6 +80,7 @@ def test_adaptive_checkout_matches_git_and_reports(
     # Adapt whatever kind of filesystem the temporary directory is on (CPU-bound kinds write
     # in a fixed number of processes instead).
     monkeypatch.setattr(policy, "CPU_BOUND_KINDS", ())
+    monkeypatch.setattr(policy, "ADAPT_MIN_ENTRIES", 2000)
     files = {b"dir%02d/f%04d.txt" % (i % 50, i): b"%d\n" % i * (i % 7) for i in range(2500)}
     src = make_repo(tmp_path, files)
     theirs = clone_with_git(src, tmp_path / "theirs")

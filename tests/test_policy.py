@@ -135,6 +135,7 @@ def test_adapt_only_for_policy_with_enough_entries() -> None:
     nfs = fs("nfs", nfs_version="3")
     assert plan(nfs, entries=50_000).adapt
     assert not plan(nfs, entries=500).adapt
+    assert not plan(nfs, entries=5_000).adapt  # a checkout of seconds: probing cannot pay
     assert not plan(nfs, entries=50_000, allow_adapt=False).adapt
     assert not plan(nfs, entries=50_000, explicit=Explicit(4, "--workers")).adapt
 
@@ -237,7 +238,7 @@ def test_cpu_bound_kinds_write_in_processes_latency_bound_in_adapting_threads() 
         p = plan(tmpfs, entries=entries)  # SMT8: 8 workers on 16 CPUs
         assert p.processes and not p.adapt
     assert plan(fs("virtual"), cpus=TWO).processes
-    fuse = plan(fs("fuse", fstype="fuse.x"), entries=5_000)
+    fuse = plan(fs("fuse", fstype="fuse.x"), entries=20_000)
     assert not fuse.processes and fuse.adapt  # latency-bound: many cheap threads, probing
     # More workers than CPUs asked for: threads; one worker: no fork at all.
     asked = Explicit(64, "--workers")

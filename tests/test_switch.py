@@ -61,7 +61,7 @@ def stats(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> st
     if request.param == "parallel-stat":
         from pcheckout import switch
 
-        monkeypatch.setattr(switch, "MIN_STATS_PER_THREAD", 1)
+        monkeypatch.setattr(switch, "MIN_PATHS_PER_THREAD", 1)
         monkeypatch.setattr(switch, "_stat_workers", lambda fs, workers: 4)
     return str(request.param)
 

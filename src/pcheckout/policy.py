@@ -87,9 +87,12 @@ HDD_WORKERS = 1
 #: seed 001's 251-file repository was still best at 8-16 workers (16-31 entries each).
 MIN_ENTRIES_PER_WORKER = 8
 
-#: Adapting the count during a run needs enough entries to measure and still profit.  A guess:
-#: at 1 ms per request (an NFS-like mount), 2000 entries are a few seconds of sequential work.
-ADAPT_MIN_ENTRIES = 2000
+#: Adapting the count during a run needs enough entries to measure and still profit.  Probing
+#: double and half the start costs time at counts that are worse; measured on the latency
+#: filesystem with 2025 entries (docs/benchmarks.md, run C), adapting from the FUSE start of 32
+#: took 0.999 s vs 0.884 s fixed at 0.5 ms and 1.231 s vs 1.092 s at 1 ms: a ~1 s checkout is
+#: over before probing can pay.  From 10 000 entries a checkout at 1 ms lasts several seconds.
+ADAPT_MIN_ENTRIES = 10_000
 
 _CONFIG_KEY = "pcheckout.workers"
 _GIT_CONFIG_KEY = "checkout.workers"

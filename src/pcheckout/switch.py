@@ -24,18 +24,27 @@ from __future__ import annotations
 import os
 import stat as stat_mod
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from . import index as ix
-from .errors import SHOW_PATHS, DestinationError, PcheckoutError, WriteError, quote_path, quote_paths
+from .errors import (
+    SHOW_PATHS,
+    DestinationError,
+    PcheckoutError,
+    WriteError,
+    quote_path,
+    quote_paths,
+)
 from .git import Git, Repo, blob_oid
 from .tree import MODE_GITLINK, MODE_SYMLINK, Entry
 
 if TYPE_CHECKING:
     from .checkout import CheckoutOptions, Reporter, Result, Target
 
+T = TypeVar("T")
 
 
 class LocalChangesError(DestinationError):
@@ -122,24 +131,32 @@ def _lexists(path: bytes) -> os.stat_result | None:
         return None
 
 
-def _lstat_many(root_b: bytes, paths: list[bytes], workers: int) -> list[os.stat_result | None]:
-    """``lstat`` of each path under ``root_b`` (None: absent), over up to
-    ``workers`` threads: on NFS or FUSE each one is a round trip (measured on
-    the 1 ms latency mount: ~400 sequential lstats were 0.4 s of a 1.9 s switch)."""
-    n = max(1, min(workers, len(paths) // MIN_STATS_PER_THREAD))
+def _in_shares(call: Callable[[bytes], T], paths: list[bytes], workers: int) -> list[T]:
+    """``call(path)`` for each path, in order, over up to ``workers`` threads,
+    each taking one contiguous share (neighbours share a directory, whose lock
+    serializes creates and unlinks) with no per-path task overhead."""
+    n = max(1, min(workers, len(paths) // MIN_PATHS_PER_THREAD))
     if n == 1:
-        return [_lexists(root_b + b"/" + p) for p in paths]
+        return [call(p) for p in paths]
 
-    def share(part: list[bytes]) -> list[os.stat_result | None]:
-        return [_lexists(root_b + b"/" + p) for p in part]
+    def share(part: list[bytes]) -> list[T]:
+        return [call(p) for p in part]
 
     parts = [paths[len(paths) * j // n : len(paths) * (j + 1) // n] for j in range(n)]
-    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="pcheckout-stat") as pool:
-        return [st for part in pool.map(share, parts) for st in part]
+    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="pcheckout-io") as pool:
+        return [r for part in pool.map(share, parts) for r in part]
 
 
-#: A thread is worth starting for this many lstats (a guess, as for unlinks).
-MIN_STATS_PER_THREAD = 16
+#: A thread is worth starting for this many lstats or unlinks (a guess: on
+#: tmpfs either is a few microseconds, a thread start ~50 us).
+MIN_PATHS_PER_THREAD = 16
+
+
+def _lstat_many(root_b: bytes, paths: list[bytes], workers: int) -> list[os.stat_result | None]:
+    """``lstat`` of each path under ``root_b`` (None: absent): on NFS or FUSE
+    each is a round trip (measured on the 1 ms latency mount: ~400 sequential
+    lstats were 0.4 s of a 1.9 s switch)."""
+    return _in_shares(lambda p: _lexists(root_b + b"/" + p), paths, workers)
 
 
 def _stat_workers(fs: object, workers: int) -> int:
@@ -353,10 +370,7 @@ def _untracked_below(root_b: bytes, d: bytes, tracked: set[bytes]) -> list[bytes
 
 
 def _delete_parallel(root_b: bytes, paths: list[bytes], workers: int) -> None:
-    """Unlink ``paths``: each thread takes one contiguous share (neighbours share
-    directories, whose lock serializes unlinks), no per-path task overhead."""
-    if not paths:
-        return
+    """Unlink ``paths`` (a gitlink's directory only if empty), in parallel."""
 
     def rm(p: bytes) -> None:
         full = root_b + b"/" + p
@@ -375,23 +389,7 @@ def _delete_parallel(root_b: bytes, paths: list[bytes], workers: int) -> None:
         except OSError as exc:
             raise WriteError(p, exc) from None
 
-    def rm_share(share: list[bytes]) -> None:
-        for p in share:
-            rm(p)
-
-    n = max(1, min(workers, len(paths) // MIN_DELETES_PER_THREAD))
-    if n == 1:
-        rm_share(paths)
-        return
-    shares = [paths[len(paths) * j // n : len(paths) * (j + 1) // n] for j in range(n)]
-    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="pcheckout-rm") as pool:
-        for _ in pool.map(rm_share, shares):
-            pass
-
-
-#: A thread is worth starting for at least this many unlinks (a guess: on
-#: tmpfs an unlink is ~3 us, a thread start ~50 us).
-MIN_DELETES_PER_THREAD = 16
+    _in_shares(rm, paths, workers)
 
 
 def _remove_empty_dirs(root_b: bytes, deleted: set[bytes], written: list[Entry]) -> None:
