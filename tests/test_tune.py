@@ -269,7 +269,8 @@ def test_latency_filesystem_gets_a_clearly_larger_count_than_tmpfs(tmp_path: Pat
     # 2 ms per request: one worker is latency-bound, so more workers pay many times over.
     assert curve[32] > 4 * curve[1], slow.curve
     assert slow.workers >= 16, slow.curve
-    # tmpfs is CPU-bound: usually 1-2 workers here.  (On a machine whose CPUs are busy with other
-    # work, more threads win a bigger share of the CPU, so tmpfs can come out at 8-16; still
-    # below the latency filesystem's count.)
-    assert slow.workers > fast.workers, (slow.curve, fast.curve)
+    # tmpfs is CPU-bound: its curve is flat or falls, so its knee is wherever noise puts it
+    # (1-2 workers when the machine is quiet, 8-32 seen under load: more threads win a bigger
+    # share of busy CPUs).  What separates the two is how much more workers gain.
+    fast_curve = dict(fast.curve)
+    assert curve[32] / curve[1] > 2 * fast_curve[32] / fast_curve[1], (slow.curve, fast.curve)
