@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from .catfile import Spawn
-from .engine import Engine, EngineOptions, Outcome
+from .engine import STAT_SIZE, Engine, EngineOptions, Outcome
 from .errors import PcheckoutError
 from .git import Git
 from .index import write_all
@@ -51,7 +51,6 @@ STOP_GRACE_S = 2.0
 
 _PROGRESS = struct.Struct("=qq")  # files, bytes written so far, per child
 _HEADER = struct.Struct("=qqq")  # files, bytes, cat-file restarts
-_STAT_SIZE = 48  # engine._STAT.size
 
 
 def available() -> bool:
@@ -117,8 +116,8 @@ def run(
         pos = 1 + _HEADER.size
         for _ in range(b - a):
             if data[pos] == 1:
-                stats.append(bytes(data[pos + 1 : pos + 1 + _STAT_SIZE]))
-                pos += 1 + _STAT_SIZE
+                stats.append(bytes(data[pos + 1 : pos + 1 + STAT_SIZE]))
+                pos += 1 + STAT_SIZE
             else:
                 stats.append(None)
                 pos += 1
