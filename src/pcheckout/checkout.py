@@ -156,7 +156,8 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     root = repo.work_tree
     marker = repo.git_dir / IN_PROGRESS
     occupied = _occupants(root)
-    switching = bool(occupied) and not marker.exists() and repo.index_path.exists()
+    resume = bool(occupied) and marker.exists()
+    switching = bool(occupied) and not resume and repo.index_path.exists()
     # Independent git processes run side by side: on a network mount each one
     # spends tens of round trips finding the repository before it answers.
     config, target = _concurrently(lambda: read_config(git),
@@ -169,7 +170,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     entries, *head_entries = _concurrently(*listing)
     _check_safe(entries, config)
 
-    if occupied and not marker.exists():
+    if occupied and not resume:
         if switching:
             from . import switch  # incremental switch lives in its own module
 
@@ -178,7 +179,6 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         raise WorktreeNotEmptyError(
             f"working tree {root} is not empty and has no index: " + quote_paths(occupied)
         )
-    resume = bool(occupied) and marker.exists()
     fs, plan = plan_workers(git, config, root, entries, opts.workers, opts.environ, opts.adapt)
     conversion = attributes.conversion_reasons(entries, config, repo.common_dir)
     result = Result(
