@@ -122,7 +122,7 @@ def snapshot(root: Path) -> dict[bytes, tuple[object, ...]]:
 
 
 def assert_index_matches_lstat(work: Path) -> None:
-    from pcheckout.index import read_index
+    from pcheckout.git.index import read_index
 
     idx_path = Path(git(work, "rev-parse", "--git-path", "index").decode().strip())
     if not idx_path.is_absolute():

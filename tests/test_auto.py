@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-
-from pcheckout import policy
-from pcheckout.checkout import CheckoutOptions, checkout
-
 from conftest import assert_same_as_git, clone_no_checkout, clone_with_git, make_repo, run_cli
+
+from pcheckout.checkout import CheckoutOptions, checkout
+from pcheckout.plan import policy
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mountinfo"
 

@@ -17,9 +17,9 @@ import psutil
 import pytest
 from conftest import git, make_repo
 
-from pcheckout.catfile import READ_BUFFER, CatFile, State
 from pcheckout.errors import CatFileError, MissingObjectError
-from pcheckout.git import Git
+from pcheckout.git.catfile import READ_BUFFER, CatFile, State
+from pcheckout.git.runner import Git
 
 OID = "0123456789abcdef0123456789abcdef01234567"
 

@@ -6,10 +6,6 @@ import os
 from pathlib import Path
 
 import pytest
-
-from pcheckout.checkout import CheckoutOptions, checkout
-from pcheckout.errors import NotARepositoryError, UnknownRevisionError, WorktreeNotEmptyError
-
 from conftest import (
     assert_same_as_git,
     clone_no_checkout,
@@ -17,6 +13,9 @@ from conftest import (
     git,
     make_repo,
 )
+
+from pcheckout.checkout import CheckoutOptions, checkout
+from pcheckout.errors import NotARepositoryError, UnknownRevisionError, WorktreeNotEmptyError
 
 ODD_NAMES: dict[bytes, bytes | tuple[str, bytes]] = {
     b"plain.txt": b"hello\n",
@@ -70,7 +69,7 @@ def test_many_files_across_directories(tmp_path: Path) -> None:
 
 
 def test_blob_larger_than_read_buffer_streams(tmp_path: Path) -> None:
-    from pcheckout import catfile
+    from pcheckout.git import catfile
 
     big = os.urandom(1024) * (2 * catfile.SMALL_BLOB // 1024 + 7)  # > SMALL_BLOB, > READ_BUFFER
     src = make_repo(tmp_path, {b"big.bin": big, b"small": b"s"})
@@ -104,7 +103,7 @@ def test_core_filemode_false_and_symlinks_false(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("version", ["2", "3", "4"])
 def test_index_version_honoured(tmp_path: Path, version: str) -> None:
-    from pcheckout.index import read_index
+    from pcheckout.git.index import read_index
 
     src = make_repo(tmp_path, {b"a/b/c": b"1", b"a/b/d": b"2", b"e": b"3"})
     theirs = clone_with_git(src, tmp_path / "theirs", config={"index.version": version})
@@ -220,7 +219,7 @@ def test_dry_run_writes_nothing(tmp_path: Path) -> None:
 
 def test_feature_manyfiles_matches_git(tmp_path: Path) -> None:
     """feature.manyFiles implies index v4 (and skipHash on git >= 2.40): as git does."""
-    from pcheckout.index import read_index
+    from pcheckout.git.index import read_index
 
     src = make_repo(tmp_path, {b"a/b": b"1", b"c": b"2"})
     theirs = clone_with_git(src, tmp_path / "theirs", config={"feature.manyFiles": "true"})

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from pcheckout.controller import (
+from pcheckout.plan.controller import (
     BYTES_PER_FILE_COST,
     INTERVAL_S,
     MIN_SAMPLE_UNITS,

@@ -6,10 +6,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
 
 from pcheckout.checkout import CheckoutOptions, checkout
-
-from conftest import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
 
 TEXT = b"line one\nline two\n"
 

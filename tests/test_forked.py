@@ -10,9 +10,10 @@ import pytest
 from conftest import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
 from test_faults import FILES, assert_finishes, assert_nothing_partial, no_children, standin_spawn
 
-from pcheckout import forked, policy
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import GitError, MissingObjectError, PcheckoutError, WriteError
+from pcheckout.plan import policy
+from pcheckout.write import forked
 
 
 @pytest.fixture

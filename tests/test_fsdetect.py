@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from pcheckout import fsdetect
-from pcheckout import mountinfo as mi
 from pcheckout.errors import DetectError
-from pcheckout.fsdetect import Device, FsInfo, detect, resolve_devices
+from pcheckout.fs import detect as fsdetect
+from pcheckout.fs import mountinfo as mi
+from pcheckout.fs.detect import Device, FsInfo, detect, resolve_devices
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mountinfo"
 LINUX = sys.platform.startswith("linux") and os.path.exists(mi.PROC_SELF_MOUNTINFO)

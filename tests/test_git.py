@@ -7,7 +7,10 @@ from pathlib import Path
 import pytest
 from conftest import git, make_repo
 
-from pcheckout.git import Git, batch_check, discover, is_branch_name, read_config, symbolic_head
+from pcheckout.git.config import read_config
+from pcheckout.git.objects import batch_check
+from pcheckout.git.refs import is_branch_name, symbolic_head
+from pcheckout.git.runner import Git, discover
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pcheckout import index as index_mod
 from pcheckout.errors import PcheckoutError, WriteError
-from pcheckout.index import (
+from pcheckout.git import index as index_mod
+from pcheckout.git.index import (
     EXT_FLAG_INTENT_TO_ADD,
     EXT_FLAG_SKIP_WORKTREE,
     FLAG_ASSUME_VALID,

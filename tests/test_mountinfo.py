@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from pcheckout import mountinfo as mi
 from pcheckout.errors import DetectError
+from pcheckout.fs import mountinfo as mi
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mountinfo"
 

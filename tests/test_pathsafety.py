@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from pcheckout.errors import GitError, UnsafeTreeError
-from pcheckout.pathsafety import (
+from pcheckout.git.pathsafety import (
     PROTECT_HFS_DEFAULT,
     PROTECT_NTFS_DEFAULT,
     check_path,
@@ -318,7 +318,7 @@ def test_fast_path_agrees_with_in_order_walk(ntfs: bool, hfs: bool) -> None:
     # (which names the first offender) finds nothing.
     import random
 
-    from pcheckout.pathsafety import _refuse_first_offence, _tree_looks_safe
+    from pcheckout.git.pathsafety import _refuse_first_offence, _tree_looks_safe
 
     rng = random.Random(6)
     parts = [b"a", b"b", b"c.d"] * 6 + [

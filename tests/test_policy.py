@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from pcheckout.errors import UsageError
-from pcheckout.fsdetect import Device, FsInfo, Kind
-from pcheckout.policy import (
+from pcheckout.fs.detect import Device, FsInfo, Kind
+from pcheckout.plan.policy import (
     MAX_WORKERS,
     PARALLEL_THRESHOLD,
     CpuInfo,

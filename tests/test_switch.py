@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import assert_same_as_git, clone_with_git, git, write_tree_files
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import DestinationError
-
-from conftest import assert_same_as_git, clone_with_git, git, write_tree_files
 
 V1: dict[bytes, bytes | tuple[str, bytes]] = {
     b"keep.txt": b"unchanged\n",
@@ -104,7 +103,7 @@ def test_head_and_reflog_follow_git_through_a_series_of_switches(tmp_path: Path,
 
 
 def test_untouched_entries_keep_their_stat_data(tmp_path: Path, repo: Path) -> None:
-    from pcheckout.index import read_index
+    from pcheckout.git.index import read_index
 
     ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
     before = {e.path: e for e in read_index(ours / ".git" / "index").entries}

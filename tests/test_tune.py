@@ -13,9 +13,9 @@ import pytest
 from rich.console import Console
 
 from pcheckout.errors import DestinationError, UsageError
-from pcheckout.fsdetect import FsInfo, detect
-from pcheckout.policy import Tuned
-from pcheckout.tune import (
+from pcheckout.fs.detect import FsInfo, detect
+from pcheckout.plan.policy import Tuned
+from pcheckout.plan.tune import (
     TuneOptions,
     TuneResult,
     cache_path,

@@ -1,3 +1,3 @@
-from pcheckout.cli import entrypoint
+from pcheckout.cli.main import entrypoint
 
 entrypoint()

@@ -23,10 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import attributes, policy
-from .catfile import Spawn
-from .engine import Engine, EngineOptions, Outcome, pack_stat, unpack_stat
-from .errors import (
+from pcheckout.errors import (
     DestinationError,
     GitError,
     Interrupted,
@@ -36,24 +33,16 @@ from .errors import (
     quote_path,
     quote_paths,
 )
-from .git import (
-    GIT_ATTR_SOURCE,
-    GIT_CATFILE_Z,
-    Git,
-    Repo,
-    batch_check,
-    blob_oid,
-    config_bool,
-    discover,
-    file_blob_oid,
-    is_branch_name,
-    is_local_branch,
-    read_config,
-    resolve,
-    symbolic_head,
-)
-from .index import write_all
-from .tree import MODE_GITLINK, MODE_SYMLINK, Entry, list_tree
+from pcheckout.git import attributes
+from pcheckout.git.catfile import Spawn
+from pcheckout.git.config import config_bool, read_config
+from pcheckout.git.index import write_all
+from pcheckout.git.objects import batch_check, blob_oid, file_blob_oid, resolve
+from pcheckout.git.refs import is_branch_name, is_local_branch, symbolic_head
+from pcheckout.git.runner import GIT_ATTR_SOURCE, GIT_CATFILE_Z, Git, Repo, discover
+from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry, list_tree
+from pcheckout.plan import policy
+from pcheckout.write.engine import Engine, EngineOptions, Outcome, pack_stat, unpack_stat
 
 #: Marker left in the git dir while a checkout is writing; a re-run that finds
 #: it resumes (verifies what is there, writes the rest) instead of refusing.
@@ -172,7 +161,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
 
     if occupied and not resume:
         if switching:
-            from . import switch  # incremental switch lives in its own module
+            from pcheckout import switch  # incremental switch lives in its own module
 
             return switch.switch(git, repo, config, opts, target, entries,
                                  head_entries[0] if head_entries else [], ui)
@@ -195,7 +184,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     try:
         marker.write_text(commit + "\n")
     except OSError as exc:  # e.g. EROFS, ENOSPC: before anything is written
-        from .errors import WriteError
+        from pcheckout.errors import WriteError
 
         raise WriteError(os.fsencode(marker), exc) from None
     t0 = time.monotonic()
@@ -359,7 +348,7 @@ def _unique_remote_branch(git: Git, name: str) -> str | None:
 
 
 def _check_safe(entries: list[Entry], config: dict[str, str]) -> None:
-    from . import pathsafety
+    from pcheckout.git import pathsafety
 
     ntfs, hfs = pathsafety.protections_from_config(config.get)
     pathsafety.check_tree(((e.path, e.mode) for e in entries), protect_ntfs=ntfs, protect_hfs=hfs)
@@ -390,13 +379,13 @@ def plan_workers(
     """The filesystem under ``root`` (detected unless given) and the worker plan."""
     explicit = policy.explicit_choice(workers, environ, config)
     if fs is None:
-        from . import fsdetect
+        from pcheckout.fs import detect as fsdetect
 
         fs = fsdetect.detect(str(root))
     tuned = None
     if explicit is None:
         try:
-            from . import tune
+            from pcheckout.plan import tune
 
             tuned = tune.lookup(fs)
         except (ImportError, PcheckoutError, OSError, ValueError):
@@ -445,7 +434,7 @@ def write_tree(
     adapt = None
     max_threads = plan.workers
     if plan.adapt:
-        from . import controller as ctl
+        from pcheckout.plan import controller as ctl
 
         adapt = ctl.Controller(plan.workers, minimum=1, maximum=policy.MAX_WORKERS)
         max_threads = policy.MAX_WORKERS
@@ -465,7 +454,7 @@ def write_tree(
         ui.start(len(remaining), sum(max(entries[i].size, 0) for i in remaining), plan.workers)
 
     if plan.processes and adapt is None:
-        from . import forked
+        from pcheckout.write import forked
 
         if forked.available() and len(remaining) >= forked.MIN_ENTRIES:
             try:
@@ -491,7 +480,7 @@ def write_tree(
 
     adapt_interval = 0.1
     if adapt is not None:
-        from . import controller as ctl
+        from pcheckout.plan import controller as ctl
 
         adapt_interval = ctl.INTERVAL_S
     try:
@@ -531,7 +520,7 @@ def _write_attributes_first(
     converts .gitattributes itself) before any worker starts, so no worker can
     read a half-written attributes file.
     """
-    from .catfile import CatFile
+    from pcheckout.git.catfile import CatFile
 
     todo = [i for i, e in enumerate(entries) if not skip[i] and attributes.is_gitattributes(e.path)
             and e.mode not in (MODE_SYMLINK, MODE_GITLINK)]
@@ -669,7 +658,7 @@ def index_fields(e: Entry, packed: bytes) -> tuple[int | bytes, ...]:
 
 def index_entry(e: Entry, packed: bytes) -> object:
     """An IndexEntry for ``e`` (the switch mixes these with kept entries)."""
-    from .index import IndexEntry
+    from pcheckout.git.index import IndexEntry
 
     f = index_fields(e, packed)
     return IndexEntry(e.path, e.mode, f[10], f[0], f[1], f[2], f[3], f[4], f[5],  # type: ignore[arg-type]
@@ -702,7 +691,7 @@ def write_index(
     git_version: tuple[int, int, int] = (0, 0, 0),
 ) -> None:
     """The index for a fresh checkout, encoded straight from entries and stat data."""
-    from . import index as ix
+    from pcheckout.git import index as ix
 
     stats = outcome.stats
     n = len(entries)

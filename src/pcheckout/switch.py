@@ -29,8 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from . import index as ix
-from .errors import (
+from pcheckout.errors import (
     SHOW_PATHS,
     DestinationError,
     PcheckoutError,
@@ -38,11 +37,13 @@ from .errors import (
     quote_path,
     quote_paths,
 )
-from .git import Git, Repo, blob_oid
-from .tree import MODE_GITLINK, MODE_SYMLINK, Entry
+from pcheckout.git import index as ix
+from pcheckout.git.objects import blob_oid
+from pcheckout.git.runner import Git, Repo
+from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
 
 if TYPE_CHECKING:
-    from .checkout import CheckoutOptions, Reporter, Result, Target
+    from pcheckout.checkout import CheckoutOptions, Reporter, Result, Target
 
 T = TypeVar("T")
 
@@ -175,7 +176,7 @@ def switch(
     head_entries: list[Entry],
     ui: Reporter,
 ) -> Result:
-    from . import checkout as co
+    from pcheckout import checkout as co
 
 
     assert repo.work_tree is not None
@@ -309,7 +310,7 @@ def switch(
     t0 = time.monotonic()
     _delete_parallel(root_b, sorted(to_delete), max(1, plan.workers))
     _remove_empty_dirs(root_b, to_delete, write_entries)
-    from . import attributes
+    from pcheckout.git import attributes
 
     conversion = attributes.conversion_reasons(entries, config, repo.common_dir)
     outcome = co.write_tree(

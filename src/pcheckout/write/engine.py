@@ -29,15 +29,21 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from .catfile import REQUEST_WINDOW, SMALL_BLOB, CatFile, Spawn
+from pcheckout.git.catfile import REQUEST_WINDOW, SMALL_BLOB, CatFile, Spawn
 
 #: Refill the request window only when it has drained to half: requests go out
 #: in bursts of ~50 (one write syscall each side) while git always has work.
 REQUEST_LOW_WATER = REQUEST_WINDOW // 2
-from .errors import CatFileError, MissingObjectError, PcheckoutError, WriteError, quote_path
-from .git import Git
-from .index import write_all
-from .tree import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, Entry
+from pcheckout.errors import (
+    CatFileError,
+    MissingObjectError,
+    PcheckoutError,
+    WriteError,
+    quote_path,
+)
+from pcheckout.git.index import write_all
+from pcheckout.git.runner import Git
+from pcheckout.git.tree import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, Entry
 
 #: A worker whose cat-file process dies is given a fresh one this many times
 #: before the checkout stops (a crash that repeats is not a fluke).

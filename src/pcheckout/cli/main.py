@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
 
-from . import __version__
-from .errors import Interrupted, PcheckoutError, UsageError
+from pcheckout import __version__
+from pcheckout.errors import Interrupted, PcheckoutError, UsageError
 
 PROG = "pcheckout"
 
@@ -186,7 +186,7 @@ def _summary(result: object) -> str:
 def _print_plan(result: object) -> None:
     from rich.console import Console
 
-    from . import fsdetect
+    from pcheckout.fs import detect as fsdetect
 
     r = result
     console = Console()
@@ -202,7 +202,7 @@ def _print_plan(result: object) -> None:
     if plan.adapt:
         console.print("will adapt the worker count to measured throughput (--no-adapt to keep it)")
     if plan.processes:
-        from .forked import MIN_ENTRIES
+        from pcheckout.write.forked import MIN_ENTRIES
 
         console.print("workers are processes (CPU-bound writing: one interpreter lock each), "
                       f"from {MIN_ENTRIES:,} entries up on Linux")
@@ -213,13 +213,13 @@ def _print_plan(result: object) -> None:
 # -- commands ----------------------------------------------------------------
 def _validate_workers(value: str | None) -> None:
     """A bad --workers is a usage error, reported before any work starts."""
-    from . import policy
+    from pcheckout.plan import policy
 
     policy.explicit_choice(value, {}, {})
 
 
 def _cmd_checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
-    from .checkout import CheckoutOptions, checkout
+    from pcheckout.checkout import CheckoutOptions, checkout
 
     _validate_workers(args.workers)
     opts = CheckoutOptions(
@@ -235,7 +235,7 @@ def _cmd_checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
 
 
 def _cmd_export(args: argparse.Namespace, ui: ConsoleReporter) -> int:
-    from .checkout import ExportOptions, export
+    from pcheckout.checkout import ExportOptions, export
 
     _validate_workers(args.workers)
     opts = ExportOptions(
@@ -262,7 +262,7 @@ def _report(args: argparse.Namespace, result: object) -> int:
 def _cmd_detect(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     from rich.console import Console
 
-    from . import fsdetect
+    from pcheckout.fs import detect as fsdetect
 
     if args.mountinfo and not os.path.isfile(args.mountinfo):
         raise UsageError(f"--mountinfo: no such file: {args.mountinfo}")
@@ -277,7 +277,8 @@ def _cmd_detect(args: argparse.Namespace, ui: ConsoleReporter) -> int:
 def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     from rich.console import Console
 
-    from . import fsdetect, tune
+    from pcheckout.fs import detect as fsdetect
+    from pcheckout.plan import tune
 
     if args.max_workers < 1:
         raise UsageError("--max-workers must be at least 1")

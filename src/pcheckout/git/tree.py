@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .errors import GitError
-from .git import Git
+from pcheckout.errors import GitError
+from pcheckout.git.runner import Git
 
 MODE_FILE = 0o100644
 MODE_EXEC = 0o100755

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Literal
 from pcheckout.errors import UsageError
 
 if TYPE_CHECKING:
-    from pcheckout.fsdetect import FsInfo
+    from pcheckout.fs.detect import FsInfo
 
 Source = Literal["user", "tuned", "policy"]
 

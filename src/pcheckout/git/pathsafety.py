@@ -31,7 +31,7 @@ from itertools import accumulate, repeat
 from operator import itemgetter
 
 from pcheckout.errors import UnsafeTreeError, quote_path
-from pcheckout.git import parse_bool
+from pcheckout.git.config import parse_bool
 
 __all__ = ["check_path", "check_tree", "protections_from_config"]
 

@@ -31,8 +31,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeVar
 
-from pcheckout import mountinfo as mi
 from pcheckout.errors import DetectError
+from pcheckout.fs import mountinfo as mi
 
 if TYPE_CHECKING:
     import rich.console

@@ -31,9 +31,9 @@ import hashlib
 import os
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
 from dataclasses import dataclass
 from operator import attrgetter
+from typing import Any
 
 from pcheckout.errors import PcheckoutError, WriteError, decode, quote_path
 

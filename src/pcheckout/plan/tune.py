@@ -34,8 +34,8 @@ if TYPE_CHECKING:  # rich is imported only to render: a checkout never pays for 
     from rich.console import Console
 
 from pcheckout.errors import DestinationError, UsageError, WriteError
-from pcheckout.fsdetect import FsInfo, detect
-from pcheckout.policy import MAX_WORKERS, CpuInfo, Tuned
+from pcheckout.fs.detect import FsInfo, detect
+from pcheckout.plan.policy import MAX_WORKERS, CpuInfo, Tuned
 
 #: The knee: the smallest count whose median throughput is within this fraction of the best.
 #: Issue 5 asks for "a few percent"; 5% is a guess in that range.  Not yet validated on a quiet

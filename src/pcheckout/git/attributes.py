@@ -12,8 +12,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .git import config_bool
-from .tree import Entry
+from pcheckout.git.config import config_bool
+from pcheckout.git.tree import Entry
 
 GITATTRIBUTES = b".gitattributes"
 

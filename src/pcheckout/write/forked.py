@@ -33,12 +33,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from .catfile import Spawn
-from .engine import STAT_SIZE, Engine, EngineOptions, Outcome
-from .errors import PcheckoutError
-from .git import Git
-from .index import write_all
-from .tree import Entry
+from pcheckout.errors import PcheckoutError
+from pcheckout.git.catfile import Spawn
+from pcheckout.git.index import write_all
+from pcheckout.git.runner import Git
+from pcheckout.git.tree import Entry
+from pcheckout.write.engine import STAT_SIZE, Engine, EngineOptions, Outcome
 
 #: Fewer entries per process than this and a fork (~1 ms for a Python process
 #: of ~30 MiB) and a second cat-file start cost more than a share saves.

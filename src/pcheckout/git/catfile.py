@@ -29,8 +29,8 @@ import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from .errors import CatFileError, MissingObjectError, decode
-from .git import Git
+from pcheckout.errors import CatFileError, MissingObjectError, decode
+from pcheckout.git.runner import Git
 
 #: Unread request bytes allowed in git's stdin pipe.  4096 is the smallest pipe
 #: capacity Linux ever gives (one page, when pipe-user-pages-soft is exceeded);

@@ -1,0 +1,169 @@
+"""Running git: one place that builds command lines, logs them and maps failures.
+
+Everything pcheckout learns about a repository comes from git plumbing run
+through ``Git``; nothing parses ``.git`` by hand except the index (``git/index.py``)
+and HEAD under the files backend (``git/refs.py``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pcheckout.errors import GitError, NotARepositoryError, decode
+
+#: Oldest git we support.  2.25 is the first with ``rev-parse --show-object-format``
+#: (sha1/sha256 aware) and is what Ubuntu 20.04 ships; ``cat-file --batch --filters``
+#: (2.11) and ``ls-tree -z -l`` are far older.
+MIN_GIT = (2, 25)
+#: ``cat-file -z`` (NUL-terminated requests, so paths may contain newlines) came in 2.38.
+GIT_CATFILE_Z = (2, 38)
+#: ``git --attr-source=<tree>`` (attributes read from the tree being checked out) came in 2.40.
+GIT_ATTR_SOURCE = (2, 40)
+
+Debug = Callable[[str], None]
+
+
+def _fmt(cmd: Sequence[str]) -> str:
+    return " ".join(shlex.quote(c) for c in cmd)
+
+
+def parse_version(text: str) -> tuple[int, int, int]:
+    """``git version 2.39.5`` (or ``2.45.windows.1``) -> (2, 39, 5)."""
+    words = text.split()
+    numbers = words[2] if len(words) >= 3 else ""
+    parts: list[int] = []
+    for piece in numbers.split(".")[:3]:
+        digits = "".join(c for c in piece if c.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    while len(parts) < 3:
+        parts.append(0)
+    return (parts[0], parts[1], parts[2])
+
+
+def git_version(exe: str = "git") -> tuple[int, int, int]:
+    if shutil.which(exe) is None:
+        raise GitError("git is not installed or not on PATH")
+    try:
+        out = subprocess.run([exe, "version"], capture_output=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise GitError(f"cannot run git: {exc}") from None
+    version = parse_version(decode(out))
+    if version[:2] < MIN_GIT:
+        have = ".".join(map(str, version))
+        need = ".".join(map(str, MIN_GIT))
+        raise GitError(f"git {have} is too old; pcheckout needs git {need} or newer")
+    return version
+
+
+@dataclass
+class Git:
+    """A git command runner bound to a directory (like ``git -C DIR``)."""
+
+    cwd: Path
+    debug: Debug | None = None
+    env: Mapping[str, str] | None = None
+    exe: str = "git"
+    version: tuple[int, int, int] = field(default=(0, 0, 0))
+
+    def __post_init__(self) -> None:
+        if self.version == (0, 0, 0):
+            self.version = git_version(self.exe)
+
+    def argv(self, args: Sequence[str]) -> list[str]:
+        return [self.exe, "-C", str(self.cwd), *args]
+
+    def log(self, cmd: Sequence[str]) -> None:
+        if self.debug is not None:
+            self.debug(f"running: {_fmt(cmd)}")
+
+    def run(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        ok_codes: tuple[int, ...] = (0,),
+        error: type[GitError] = GitError,
+        what: str | None = None,
+    ) -> subprocess.CompletedProcess[bytes]:
+        cmd = self.argv(args)
+        self.log(cmd)
+        try:
+            proc = subprocess.run(
+                cmd,
+                input=input,
+                capture_output=True,
+                env=None if self.env is None else dict(self.env),
+                check=False,
+            )
+        except OSError as exc:
+            raise GitError(f"cannot run git: {exc}", cmd=cmd) from None
+        if proc.returncode not in ok_codes:
+            raise error(what or f"'{_fmt(args)}' failed", cmd=cmd, stderr=proc.stderr)
+        return proc
+
+    def out(self, *args: str, **kw: object) -> bytes:
+        return self.run(*args, **kw).stdout  # type: ignore[arg-type]
+
+    def popen(self, args: Sequence[str], **kw: object) -> subprocess.Popen[bytes]:
+        cmd = self.argv(args)
+        self.log(cmd)
+        env = kw.pop("env", None if self.env is None else dict(self.env))
+        return subprocess.Popen(cmd, env=env, **kw)  # type: ignore[call-overload,no-any-return]
+
+    def has(self, version: tuple[int, int]) -> bool:
+        return self.version[:2] >= version
+
+
+@dataclass(frozen=True)
+class Repo:
+    """Where things are, as git itself reports them."""
+
+    git_dir: Path
+    common_dir: Path
+    work_tree: Path | None  # None for a bare repository
+    index_path: Path
+    object_format: str  # "sha1" | "sha256"
+
+    @property
+    def oid_hex_len(self) -> int:
+        return 64 if self.object_format == "sha256" else 40
+
+
+def discover(git: Git) -> Repo:
+    """Locate the repository that ``git -C cwd`` would use."""
+    if not git.cwd.is_dir():
+        raise NotARepositoryError(f"cannot change to '{git.cwd}': no such directory")
+    # One git call answers everything (each git process costs ~1.5 ms here).
+    proc = git.run(
+        "rev-parse",
+        "--git-dir",
+        "--git-common-dir",
+        "--is-bare-repository",
+        "--show-object-format",
+        "--git-path",
+        "index",
+        "--is-inside-work-tree",
+        "--show-cdup",
+        ok_codes=(0, 128),
+    )
+    if proc.returncode != 0:
+        raise NotARepositoryError(f"not a git repository: {git.cwd}", stderr=proc.stderr)
+    lines = os.fsdecode(proc.stdout).split("\n")
+    git_dir = (git.cwd / lines[0]).resolve()
+    common = (git.cwd / lines[1]).resolve()
+    bare = lines[2] == "true"
+    fmt = lines[3] or "sha1"
+    index_path = (git.cwd / lines[4]).resolve()
+    work_tree: Path | None = None
+    if not bare and lines[5] == "true":
+        work_tree = (git.cwd / lines[6]).resolve() if len(lines) > 6 else git.cwd.resolve()
+    return Repo(git_dir, common, work_tree, index_path, fmt)
