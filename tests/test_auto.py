@@ -85,10 +85,10 @@ def test_adaptive_checkout_matches_git_and_reports(
     theirs = clone_with_git(src, tmp_path / "theirs")
     ours = clone_no_checkout(src, tmp_path / "ours")
     dry = checkout(CheckoutOptions(directory=ours, dry_run=True))
-    assert dry.workers.source == "policy" and dry.workers.adapt  # type: ignore[attr-defined]
+    assert dry.plan.source == "policy" and dry.plan.adapt  # type: ignore[attr-defined]
     result = checkout(CheckoutOptions(directory=ours))
     assert result.adapt_summary  # type: ignore[attr-defined]
     assert_same_as_git(ours, theirs)
     ours2 = clone_no_checkout(src, tmp_path / "ours2")
     result = checkout(CheckoutOptions(directory=ours2, adapt=False))
-    assert result.adapt_summary is None and not result.workers.adapt  # type: ignore[attr-defined]
+    assert result.adapt_summary is None and not result.plan.adapt  # type: ignore[attr-defined]

@@ -46,8 +46,8 @@ def _pcheckout(work: Path, rev: str = "HEAD", **kw: object) -> object:
     return checkout(CheckoutOptions(directory=work, rev=rev, **kw))  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("workers", ["1", "3", "16"])
-def test_odd_names_modes_symlinks(tmp_path: Path, workers: str) -> None:
+@pytest.mark.parametrize("workers", [1, 3, 16])
+def test_odd_names_modes_symlinks(tmp_path: Path, workers: int) -> None:
     src = make_repo(tmp_path, ODD_NAMES)
     theirs = clone_with_git(src, tmp_path / "theirs")
     ours = clone_no_checkout(src, tmp_path / "ours")
@@ -64,7 +64,7 @@ def test_many_files_across_directories(tmp_path: Path) -> None:
     src = make_repo(tmp_path, files)
     theirs = clone_with_git(src, tmp_path / "theirs")
     ours = clone_no_checkout(src, tmp_path / "ours")
-    _pcheckout(ours, workers="8")
+    _pcheckout(ours, workers=8)
     assert_same_as_git(ours, theirs)
 
 
@@ -75,7 +75,7 @@ def test_blob_larger_than_read_buffer_streams(tmp_path: Path) -> None:
     src = make_repo(tmp_path, {b"big.bin": big, b"small": b"s"})
     theirs = clone_with_git(src, tmp_path / "theirs")
     ours = clone_no_checkout(src, tmp_path / "ours")
-    _pcheckout(ours, workers="2")
+    _pcheckout(ours, workers=2)
     assert_same_as_git(ours, theirs)
 
 

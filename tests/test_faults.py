@@ -179,7 +179,7 @@ def test_catfile_fault_once_is_restarted_and_retried(
 ) -> None:
     ours = clone_no_checkout(repo, tmp_path / "ours")
     spawn = standin_spawn(tmp_path, mode, n, once=True)
-    checkout(CheckoutOptions(directory=ours, workers="2", adapt=False, spawn=spawn))
+    checkout(CheckoutOptions(directory=ours, workers=2, adapt=False, spawn=spawn))
     assert (tmp_path / f"flag-{mode}-{n}").exists()  # the fault did happen
     assert no_children() == []
     assert_same_as_git(ours, clone_with_git(repo, tmp_path / "theirs"))
@@ -196,7 +196,7 @@ def test_catfile_fault_every_time_gives_a_clear_error(
     ours = clone_no_checkout(repo, tmp_path / "ours")
     spawn = standin_spawn(tmp_path, mode, n, once=False)
     with pytest.raises(CatFileError) as info:
-        checkout(CheckoutOptions(directory=ours, workers="2", adapt=False, spawn=spawn))
+        checkout(CheckoutOptions(directory=ours, workers=2, adapt=False, spawn=spawn))
     msg = str(info.value)
     assert "\n" not in msg
     assert msg.startswith("cat-file of worker ")
@@ -217,7 +217,7 @@ def test_catfile_fault_with_filters_is_restarted(tmp_path: Path) -> None:
     src = make_repo(tmp_path, files)
     ours = clone_no_checkout(src, tmp_path / "ours")
     spawn = standin_spawn(tmp_path, "die", 4, once=True)
-    checkout(CheckoutOptions(directory=ours, workers="2", adapt=False, spawn=spawn))
+    checkout(CheckoutOptions(directory=ours, workers=2, adapt=False, spawn=spawn))
     assert (tmp_path / "flag-die-4").exists()
     assert no_children() == []
     assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
@@ -227,7 +227,7 @@ def test_catfile_says_missing_is_not_retried(tmp_path: Path, repo: Path) -> None
     ours = clone_no_checkout(repo, tmp_path / "ours")
     spawn = standin_spawn(tmp_path, "missing", 0, once=True)
     with pytest.raises(MissingObjectError) as info:
-        checkout(CheckoutOptions(directory=ours, workers="1", adapt=False, spawn=spawn))
+        checkout(CheckoutOptions(directory=ours, workers=1, adapt=False, spawn=spawn))
     msg = str(info.value)
     oid = git(repo, "rev-parse", "HEAD:0big").decode().strip()
     assert msg == f"object {oid} for 0big is missing from the repository"
@@ -243,7 +243,7 @@ def test_really_missing_object(tmp_path: Path) -> None:
     oid = git(src, "rev-parse", "HEAD:b").decode().strip()
     (ours / ".git" / "objects" / oid[:2] / oid[2:]).unlink()
     with pytest.raises(MissingObjectError, match=f"^object {oid} for b is missing"):
-        checkout(CheckoutOptions(directory=ours, workers="2", adapt=False))
+        checkout(CheckoutOptions(directory=ours, workers=2, adapt=False))
     assert no_children() == []
     assert not (ours / ".git" / "index").exists()
 

@@ -13,7 +13,7 @@ from pcheckout.checkout import CheckoutOptions, checkout
 TEXT = b"line one\nline two\n"
 
 
-def _both(tmp_path: Path, files: dict, config: dict[str, str] | None = None, workers: str = "3") -> Path:
+def _both(tmp_path: Path, files: dict, config: dict[str, str] | None = None, workers: int = 3) -> Path:
     src = make_repo(tmp_path, files)
     theirs = clone_with_git(src, tmp_path / "theirs", config=config)
     ours = clone_no_checkout(src, tmp_path / "ours", config=config)
@@ -74,8 +74,8 @@ def test_filtered_names_with_newlines(tmp_path: Path) -> None:
                      b"tab\t.txt": TEXT})
 
 
-@pytest.mark.parametrize("workers", ["1", "8"])
-def test_info_attributes_and_many_files(tmp_path: Path, workers: str) -> None:
+@pytest.mark.parametrize("workers", [1, 8])
+def test_info_attributes_and_many_files(tmp_path: Path, workers: int) -> None:
     files = {b"d%d/f%d.txt" % (i % 7, i): TEXT * (i % 5) for i in range(200)}
     src = make_repo(tmp_path, files)
     theirs = clone_no_checkout(src, tmp_path / "theirs")

@@ -48,9 +48,9 @@ def test_forked_checkout_matches_git(tmp_path: Path, processes: None) -> None:
     git(src, "update-index", "--add", "--cacheinfo", f"160000,{sub},mod/ule")
     git(src, "commit", "-qm", "gitlink")
     ours = clone_no_checkout(src, tmp_path / "ours")
-    result = checkout(CheckoutOptions(directory=ours, workers="4"))
+    result = checkout(CheckoutOptions(directory=ours, workers=4))
     assert result.processes and result.files == len(ODD) + 1
-    assert result.workers.processes
+    assert result.plan.processes
     assert no_children() == []
     assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
 
@@ -64,7 +64,7 @@ def test_forked_switch_matches_git(tmp_path: Path, processes: None) -> None:
     theirs = clone_with_git(src, tmp_path / "theirs", rev="v1")
     git(theirs, "checkout", "-q", "main")
     ours = clone_with_git(src, tmp_path / "ours", rev="v1")
-    result = checkout(CheckoutOptions(directory=ours, rev="main", workers="2"))
+    result = checkout(CheckoutOptions(directory=ours, rev="main", workers=2))
     assert result.mode == "switch" and result.processes and result.written == 40
     assert_same_as_git(ours, theirs)
 
@@ -73,7 +73,7 @@ def test_a_crash_in_a_child_is_retried_there(tmp_path: Path, processes: None) ->
     src = make_repo(tmp_path, FILES)
     ours = clone_no_checkout(src, tmp_path / "ours")
     spawn = standin_spawn(tmp_path, "die", 4, once=True)
-    result = checkout(CheckoutOptions(directory=ours, workers="2", spawn=spawn))
+    result = checkout(CheckoutOptions(directory=ours, workers=2, spawn=spawn))
     assert result.processes and (tmp_path / "flag-die-4").exists()
     assert no_children() == []
     assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
@@ -84,7 +84,7 @@ def test_an_error_in_a_child_reaches_the_user_as_itself(tmp_path: Path, processe
     ours = clone_no_checkout(src, tmp_path / "ours")
     spawn = standin_spawn(tmp_path, "missing", 0, once=True)
     with pytest.raises(MissingObjectError) as info:
-        checkout(CheckoutOptions(directory=ours, workers="2", spawn=spawn))
+        checkout(CheckoutOptions(directory=ours, workers=2, spawn=spawn))
     # Whichever child asks first meets the fault: its share's first entry.
     import re
 
@@ -104,11 +104,11 @@ def test_threads_when_another_thread_runs(tmp_path: Path, processes: None) -> No
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        result = checkout(CheckoutOptions(directory=ours, workers="2"))
+        result = checkout(CheckoutOptions(directory=ours, workers=2))
     finally:
         stop.set()
         other.join()
-    assert result.workers.processes and not result.processes  # planned, but not safe to fork
+    assert result.plan.processes and not result.processes  # planned, but not safe to fork
     assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
 
 

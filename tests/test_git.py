@@ -78,7 +78,7 @@ def test_symbolic_head_reads_the_file_as_git_does(
 def test_concurrently_returns_in_order_and_raises_the_first_error() -> None:
     import threading
 
-    from pcheckout.checkout import _concurrently
+    from pcheckout.context import concurrently as _concurrently
     from pcheckout.errors import UnknownRevisionError
 
     names = _concurrently(lambda: threading.current_thread().name, lambda: 2, lambda: 3)

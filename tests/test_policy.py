@@ -16,6 +16,7 @@ from pcheckout.plan.policy import (
     choose_workers,
     explicit_choice,
     linux_cores,
+    parse_workers,
 )
 
 SMT8 = CpuInfo(logical=16, physical=8)
@@ -178,20 +179,20 @@ def test_tuned_still_respects_threshold_and_cap() -> None:
 
 def test_no_choice_anywhere() -> None:
     assert explicit_choice(None, {}, {}) is None
-    assert explicit_choice("auto", {"PCHECKOUT_WORKERS": "auto"}, {"pcheckout.workers": "auto"}) is None
+    assert explicit_choice(parse_workers("auto"), {"PCHECKOUT_WORKERS": "auto"}, {"pcheckout.workers": "auto"}) is None
 
 
 def test_precedence_cli_env_config() -> None:
     env = {"PCHECKOUT_WORKERS": "6"}
     cfg = {"pcheckout.workers": "5", "checkout.workers": "4"}
-    assert explicit_choice("7", env, cfg) == Explicit(7, "--workers")
+    assert explicit_choice(parse_workers("7"), env, cfg) == Explicit(7, "--workers")
     assert explicit_choice(None, env, cfg) == Explicit(6, "PCHECKOUT_WORKERS")
-    assert explicit_choice("auto", {}, cfg) == Explicit(5, "git config pcheckout.workers")
+    assert explicit_choice(parse_workers("auto"), {}, cfg) == Explicit(5, "git config pcheckout.workers")
     assert explicit_choice(None, {}, {"checkout.workers": "4"}) == Explicit(4, "git config checkout.workers")
 
 
 def test_auto_defers_to_the_next_level() -> None:
-    assert explicit_choice("auto", {"PCHECKOUT_WORKERS": "3"}, {}) == Explicit(3, "PCHECKOUT_WORKERS")
+    assert explicit_choice(parse_workers("auto"), {"PCHECKOUT_WORKERS": "3"}, {}) == Explicit(3, "PCHECKOUT_WORKERS")
     assert explicit_choice(None, {"PCHECKOUT_WORKERS": ""}, {"pcheckout.workers": "2"}).workers == 2  # type: ignore[union-attr]
 
 
@@ -221,7 +222,7 @@ def test_invalid_values_are_usage_errors(
     cli: str | None, env: dict[str, str], cfg: dict[str, str], where: str
 ) -> None:
     with pytest.raises(UsageError) as info:
-        explicit_choice(cli, env, cfg)
+        explicit_choice(None if cli is None else parse_workers(cli), env, cfg)
     msg = str(info.value)
     assert where in msg and "\n" not in msg and "auto" in msg
 

@@ -55,14 +55,10 @@ def _v2(src: Path) -> None:
 
 
 @pytest.fixture(params=["serial-stat", "parallel-stat"])
-def stats(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Run a test with lstat in one thread (local disks) and in many (as on NFS)."""
-    if request.param == "parallel-stat":
-        from pcheckout import switch
-
-        monkeypatch.setattr(switch, "MIN_PATHS_PER_THREAD", 1)
-        monkeypatch.setattr(switch, "_stat_workers", lambda fs, workers: 4)
-    return str(request.param)
+def stats(request: pytest.FixtureRequest) -> int | None:
+    """Run a test with lstat in one thread (local disks) and in many (as on NFS):
+    the ``stat_threads`` option to pass."""
+    return 4 if request.param == "parallel-stat" else None
 
 
 @pytest.fixture
@@ -80,11 +76,11 @@ def repo(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("a,b", [("v1g", "v2"), ("v2", "v1g"), ("v1", "v2"), ("v2", "v1")])
-def test_switch_matches_git(tmp_path: Path, repo: Path, a: str, b: str, stats: str) -> None:
+def test_switch_matches_git(tmp_path: Path, repo: Path, a: str, b: str, stats: int | None) -> None:
     theirs = clone_with_git(repo, tmp_path / "theirs", rev=a)
     git(theirs, "checkout", "-q", b)
     ours = clone_with_git(repo, tmp_path / "ours", rev=a)
-    result = checkout(CheckoutOptions(directory=ours, rev=b, workers="4"))
+    result = checkout(CheckoutOptions(directory=ours, stat_threads=stats, rev=b, workers=4))
     assert result.mode == "switch"
     assert 0 < result.written < 20
     assert_same_as_git(ours, theirs)
@@ -113,7 +109,7 @@ def test_untouched_entries_keep_their_stat_data(tmp_path: Path, repo: Path) -> N
     assert after[b"d/same"] == before[b"d/same"]
 
 
-def test_local_changes_refused_like_git(tmp_path: Path, repo: Path, stats: str) -> None:
+def test_local_changes_refused_like_git(tmp_path: Path, repo: Path, stats: int | None) -> None:
     ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
     (ours / "change.txt").write_bytes(b"my work\n")
     theirs = clone_with_git(repo, tmp_path / "theirs", rev="v1")
@@ -121,31 +117,31 @@ def test_local_changes_refused_like_git(tmp_path: Path, repo: Path, stats: str) 
     assert b"would be overwritten" in __import__("subprocess").run(
         ["git", "-C", str(theirs), "checkout", "v2"], capture_output=True).stderr
     with pytest.raises(DestinationError, match="change.txt"):
-        checkout(CheckoutOptions(directory=ours, rev="v2"))
+        checkout(CheckoutOptions(directory=ours, stat_threads=stats, rev="v2"))
     assert (ours / "change.txt").read_bytes() == b"my work\n"
     assert not (ours / "renamed.txt").exists()  # nothing written
     assert git(ours, "rev-parse", "HEAD") == git(ours, "rev-parse", "v1")
 
 
-def test_local_changes_elsewhere_are_kept(tmp_path: Path, repo: Path, stats: str) -> None:
+def test_local_changes_elsewhere_are_kept(tmp_path: Path, repo: Path, stats: int | None) -> None:
     ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
     theirs = clone_with_git(repo, tmp_path / "theirs", rev="v1")
     for w in (ours, theirs):
         (w / "keep.txt").write_bytes(b"edited but untouched by the switch\n")
         (w / "untracked.txt").write_bytes(b"mine\n")
     git(theirs, "checkout", "-q", "v2")
-    checkout(CheckoutOptions(directory=ours, rev="v2"))
+    checkout(CheckoutOptions(directory=ours, stat_threads=stats, rev="v2"))
     assert (ours / "keep.txt").read_bytes() == b"edited but untouched by the switch\n"
     assert (ours / "untracked.txt").read_bytes() == b"mine\n"
     assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")
 
 
-def test_untracked_in_the_way_refused_even_with_force(tmp_path: Path, repo: Path, stats: str) -> None:
+def test_untracked_in_the_way_refused_even_with_force(tmp_path: Path, repo: Path, stats: int | None) -> None:
     ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
     (ours / "renamed.txt").write_bytes(b"untracked, mine\n")
     for force in (False, True):
         with pytest.raises(DestinationError, match="renamed.txt"):
-            checkout(CheckoutOptions(directory=ours, rev="v2", force=force))
+            checkout(CheckoutOptions(directory=ours, stat_threads=stats, rev="v2", force=force))
         assert (ours / "renamed.txt").read_bytes() == b"untracked, mine\n"
 
 
@@ -181,12 +177,12 @@ def test_dry_run_counts_only_the_changes(tmp_path: Path, repo: Path) -> None:
     assert (ours / "delete.txt").exists()
 
 
-def test_modification_with_same_size_and_racy_stat_is_found(tmp_path: Path, repo: Path, stats: str) -> None:
+def test_modification_with_same_size_and_racy_stat_is_found(tmp_path: Path, repo: Path, stats: int | None) -> None:
     """Right after a checkout every entry is racy: content decides, as for git."""
     ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
     (ours / "change.txt").write_bytes(b"OLD\n")  # same size as "old\n", same second
     with pytest.raises(DestinationError, match="change.txt"):
-        checkout(CheckoutOptions(directory=ours, rev="v2"))
+        checkout(CheckoutOptions(directory=ours, stat_threads=stats, rev="v2"))
 
 
 def test_symlink_retargeted_locally_is_a_local_change(tmp_path: Path, repo: Path) -> None:

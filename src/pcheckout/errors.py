@@ -12,10 +12,17 @@ that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
     │   └── CatFileError        a cat-file worker died, lied or was truncated
     │       └── MissingObjectError  the object is not in the repository
     ├── DestinationError        the working tree is not in a state we may write to
-    │   └── WorktreeNotEmptyError
+    │   ├── WorktreeNotEmptyError
+    │   ├── LocalChangesError   a switch would overwrite local changes
+    │   └── UntrackedInTheWayError  a switch would overwrite untracked files
+    ├── IndexFileError          the index could not be read or written
+    │   ├── IndexLockError      <index>.lock exists: another process holds the index
+    │   ├── CorruptIndexError
+    │   └── UnsupportedIndexError
     ├── UnsafeTreeError         the tree would write outside the destination or into .git
     ├── WriteError              the filesystem refused a write (ENOSPC, EROFS, ...)
     ├── DetectError             the filesystem could not be examined
+    │   └── MountinfoError      a mount table is unreadable or malformed
     └── Interrupted             SIGINT / SIGTERM (exit 130 / 143)
 """
 
@@ -102,6 +109,37 @@ class WorktreeNotEmptyError(DestinationError):
     pass
 
 
+class LocalChangesError(DestinationError):
+    """A switch would overwrite local changes to tracked files (git's "Your local
+    changes to the following files would be overwritten by checkout")."""
+
+
+class UntrackedInTheWayError(DestinationError):
+    """A switch would overwrite untracked files or directories."""
+
+
+class IndexFileError(PcheckoutError):
+    """The index file could not be read or written; ``path`` names it (bytes) and
+    ``errno`` is set when the operating system refused (ENOENT: no index yet)."""
+
+    def __init__(self, message: str, path: bytes = b"", errno: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.errno = errno
+
+
+class IndexLockError(IndexFileError):
+    """``<index>.lock`` exists: another git (or pcheckout) process holds the index."""
+
+
+class CorruptIndexError(IndexFileError):
+    """The file is not a well-formed index (signature, length, checksum, order)."""
+
+
+class UnsupportedIndexError(IndexFileError):
+    """A well-formed index pcheckout cannot handle (sparse, split, unknown version)."""
+
+
 class UnsafeTreeError(PcheckoutError):
     pass
 
@@ -120,6 +158,10 @@ class WriteError(PcheckoutError):
 
 class DetectError(PcheckoutError):
     pass
+
+
+class MountinfoError(DetectError):
+    """A mount table could not be read or a line of it is malformed."""
 
 
 class Interrupted(PcheckoutError):

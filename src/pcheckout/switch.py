@@ -24,37 +24,135 @@ from __future__ import annotations
 import os
 import stat as stat_mod
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
+from pcheckout.context import Context
 from pcheckout.errors import (
     SHOW_PATHS,
     DestinationError,
+    LocalChangesError,
     PcheckoutError,
+    UntrackedInTheWayError,
     WriteError,
     quote_path,
     quote_paths,
 )
+from pcheckout.fs.detect import FsInfo
+from pcheckout.git import attributes
 from pcheckout.git import index as ix
 from pcheckout.git.objects import blob_oid
-from pcheckout.git.runner import Git, Repo
+from pcheckout.git.refs import Target, update_head
+from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
-
-if TYPE_CHECKING:
-    from pcheckout.checkout import CheckoutOptions, Reporter, Result, Target
+from pcheckout.options import CheckoutOptions, Result
+from pcheckout.plan.planner import plan_for
+from pcheckout.write.indexout import (
+    index_entry,
+    index_version,
+    settle_racy_timestamps,
+    settles_index,
+    skip_hash,
+)
+from pcheckout.write.worktree import WriteRequest, write_tree
 
 T = TypeVar("T")
 
 
-class LocalChangesError(DestinationError):
-    pass
+# --- the two-way merge (pure) ---------------------------------------------------------------
 
 
-class UntrackedInTheWayError(DestinationError):
-    pass
+@dataclass(frozen=True)
+class Merge:
+    """The two-way merge of the index I, HEAD's tree H and the target M, before
+    the work tree is looked at."""
 
+    keep: dict[bytes, ix.IndexEntry]  # index entries kept as they are (I == M, or carried over)
+    change: list[bytes]  # paths moving from I to M, if the work tree allows
+    refused: list[bytes]  # staged changes the target would overwrite
+
+
+@dataclass(frozen=True)
+class SwitchPlan:
+    """What the switch does once local changes are known."""
+
+    keep: dict[bytes, ix.IndexEntry]
+    write: list[bytes]  # sorted
+    delete: list[bytes]  # sorted
+    refused: list[bytes]
+
+
+def _same(a: ix.IndexEntry | Entry | None, b: Entry | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    oid = a.oid.hex() if isinstance(a.oid, bytes) else a.oid
+    return a.mode == b.mode and oid == b.oid
+
+
+def two_way_merge(
+    index: Mapping[bytes, ix.IndexEntry],
+    head: Mapping[bytes, Entry],
+    target: Mapping[bytes, Entry],
+    *,
+    force: bool,
+) -> Merge:
+    """Classify every path of I and M as git's two-way merge does (see the module
+    docstring); ``force`` moves every staged path to M."""
+    keep: dict[bytes, ix.IndexEntry] = {}
+    change: list[bytes] = []
+    refused: list[bytes] = []
+    for path in index.keys() | target.keys():
+        i, m, h = index.get(path), target.get(path), head.get(path)
+        if i is not None and m is not None and _same(i, m):
+            keep[path] = i
+            continue
+        if not force and not _same(i, h):  # a staged change
+            if _same(m, h):
+                if i is not None:
+                    keep[path] = i  # carry the staged change over
+            else:
+                refused.append(path)
+            continue
+        change.append(path)
+    return Merge(keep, change, refused)
+
+
+def apply_local_changes(
+    merge: Merge,
+    index: Mapping[bytes, ix.IndexEntry],
+    target: Mapping[bytes, Entry],
+    dirty: set[bytes],
+    *,
+    force: bool,
+) -> SwitchPlan:
+    """The switch once the work tree's local changes (``dirty``) are known: a
+    changed path with local changes is refused, unless ``force``, which also
+    restores every kept path that has them."""
+    keep = dict(merge.keep)
+    change = list(merge.change)
+    refused = list(merge.refused)
+    if force:
+        for path in list(keep):
+            if path in dirty and path in target:
+                del keep[path]
+                change.append(path)
+    write: set[bytes] = set()
+    delete: set[bytes] = set()
+    for path in change:
+        if path in dirty and not force and path in index:
+            refused.append(path)
+            continue
+        if path in index:
+            delete.add(path)
+        if path in target:
+            write.add(path)
+    return SwitchPlan(keep, sorted(write), sorted(delete), refused)
+
+
+# --- the work tree ------------------------------------------------------------------------
 
 def _dirty_paths(git: Git) -> set[bytes]:
     """Tracked paths whose work-tree file differs from the index (stat first)."""
@@ -63,23 +161,24 @@ def _dirty_paths(git: Git) -> set[bytes]:
     return {p for p in out.split(b"\0") if p}
 
 
-_U32 = 0xFFFFFFFF
-
-
 def _modified(
-    git: Git, root_b: bytes, index_path: Path, entries: list[ix.IndexEntry], hash_name: str,
-    workers: int = 1,
+    git: Git,
+    root_b: bytes,
+    index_path: Path,
+    entries: list[ix.IndexEntry],
+    hash_name: str,
+    threads: _Threads,
 ) -> set[bytes]:
     """Which of ``entries`` differ in the work tree, as git decides it: stat data
     that matches (and is not racy) means clean; otherwise the content is hashed
     (through ``git hash-object``, so clean filters and eol apply)."""
     try:
-        index_mtime = os.stat(index_path).st_mtime_ns // 10**9
+        index_mtime = os.stat(index_path).st_mtime_ns // ix.NS_PER_S
     except OSError:
         index_mtime = 0
     dirty: set[bytes] = set()
     suspects: list[ix.IndexEntry] = []
-    stats = _lstat_many(root_b, [e.path for e in entries], workers)
+    stats = _lstat_many(root_b, [e.path for e in entries], threads)
     for e, st in zip(entries, stats, strict=True):
         if st is None:
             dirty.add(e.path)
@@ -92,11 +191,11 @@ def _modified(
         if is_link != (e.mode == MODE_SYMLINK) or not (is_link or stat_mod.S_ISREG(st.st_mode)):
             dirty.add(e.path)
             continue
-        m_s, m_ns = divmod(st.st_mtime_ns, 10**9)
-        c_s, c_ns = divmod(st.st_ctime_ns, 10**9)
+        c_s, c_ns, m_s, m_ns, _dev, ino, uid, gid, size = ix.stat_fields(
+            st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_uid, st.st_gid, st.st_size
+        )
         same = (e.mtime_s, e.mtime_ns, e.ctime_s, e.ctime_ns, e.ino, e.size, e.uid, e.gid) == (
-            m_s & _U32, m_ns, c_s & _U32, c_ns, st.st_ino & _U32, st.st_size & _U32,
-            st.st_uid & _U32, st.st_gid & _U32)
+            m_s, m_ns, c_s, c_ns, ino, size, uid, gid)
         if same and e.mtime_s < index_mtime:
             continue  # clean by stat data, and not racily so
         suspects.append(e)
@@ -132,11 +231,14 @@ def _lexists(path: bytes) -> os.stat_result | None:
         return None
 
 
-def _in_shares(call: Callable[[bytes], T], paths: list[bytes], workers: int) -> list[T]:
+def _in_shares(
+    call: Callable[[bytes], T], paths: list[bytes], workers: int, min_share: int
+) -> list[T]:
     """``call(path)`` for each path, in order, over up to ``workers`` threads,
-    each taking one contiguous share (neighbours share a directory, whose lock
-    serializes creates and unlinks) with no per-path task overhead."""
-    n = max(1, min(workers, len(paths) // MIN_PATHS_PER_THREAD))
+    each taking one contiguous share of at least ``min_share`` paths (neighbours
+    share a directory, whose lock serializes creates and unlinks) with no
+    per-path task overhead."""
+    n = max(1, min(workers, len(paths) // max(1, min_share)))
     if n == 1:
         return [call(p) for p in paths]
 
@@ -153,110 +255,137 @@ def _in_shares(call: Callable[[bytes], T], paths: list[bytes], workers: int) -> 
 MIN_PATHS_PER_THREAD = 16
 
 
-def _lstat_many(root_b: bytes, paths: list[bytes], workers: int) -> list[os.stat_result | None]:
+@dataclass(frozen=True)
+class _Threads:
+    """How many threads stat and unlink, and the least share worth a thread."""
+
+    workers: int
+    min_share: int = MIN_PATHS_PER_THREAD
+
+
+def _lstat_many(root_b: bytes, paths: list[bytes], t: _Threads) -> list[os.stat_result | None]:
     """``lstat`` of each path under ``root_b`` (None: absent): on NFS or FUSE
     each is a round trip (measured on the 1 ms latency mount: ~400 sequential
     lstats were 0.4 s of a 1.9 s switch)."""
-    return _in_shares(lambda p: _lexists(root_b + b"/" + p), paths, workers)
+    return _in_shares(lambda p: _lexists(root_b + b"/" + p), paths, t.workers, t.min_share)
 
 
-def _stat_workers(fs: object, workers: int) -> int:
-    """Threads for lstat: the writers' count where a call waits on a server,
-    else one (on tmpfs or a disk an lstat is a microsecond of CPU)."""
-    return workers if getattr(fs, "latency_bound", False) else 1
+def _stat_threads(fs: FsInfo, workers: int, explicit: int | None) -> _Threads:
+    """Threads for lstat: ``explicit`` if given (every path may get its own
+    thread), else the writers' count where a call waits on a server, else one
+    (on tmpfs or a disk an lstat is a microsecond of CPU)."""
+    if explicit is not None:
+        return _Threads(explicit, 1)
+    return _Threads(workers if fs.latency_bound else 1)
 
 
 def switch(
-    git: Git,
-    repo: Repo,
-    config: dict[str, str],
+    ctx: Context,
     opts: CheckoutOptions,
     target: Target,
     entries: list[Entry],
     head_entries: list[Entry],
-    ui: Reporter,
 ) -> Result:
-    from pcheckout import checkout as co
-
-
-    assert repo.work_tree is not None
+    """Move a populated work tree from HEAD to ``target`` (``entries`` is its
+    tree, ``head_entries`` HEAD's), as ``git checkout REV`` does."""
+    git, repo, config = ctx.git, ctx.repo, ctx.config
+    assert repo.work_tree is not None  # checkout() refused bare repositories
     root = repo.work_tree
     root_b = os.fsencode(root)
     index = ix.read_index(repo.index_path)
     if any(e.stage for e in index.entries):
         raise DestinationError("the index has unmerged entries; resolve them first")
-    I = {e.path: e for e in index.entries}
-    M = {e.path: e for e in entries}
-    H = {e.path: e for e in head_entries}  # HEAD's tree (listed beside the target's)
+    in_index = {e.path: e for e in index.entries}
+    in_target = {e.path: e for e in entries}
+    in_head = {e.path: e for e in head_entries}
 
-    def same_im(i: ix.IndexEntry, m: Entry) -> bool:
-        return i.mode == m.mode and i.oid.hex() == m.oid
-
-    def same_ih(i: ix.IndexEntry | None, h: Entry | None) -> bool:
-        if i is None or h is None:
-            return i is None and h is None
-        return i.mode == h.mode and i.oid.hex() == h.oid
-
-    to_write: set[bytes] = set()
-    to_delete: set[bytes] = set()
-    keep_index: dict[bytes, ix.IndexEntry] = {}
-    refused: list[bytes] = []
-    change: list[bytes] = []  # paths the switch moves from I to M
-    for path in I.keys() | M.keys():
-        i, m, h = I.get(path), M.get(path), H.get(path)
-        if i is not None and m is not None and same_im(i, m):
-            keep_index[path] = i
-            continue
-        staged = not same_ih(i, h)
-        if staged and not opts.force:
-            m_is_h = (m is None and h is None) or (
-                m is not None and h is not None and m.mode == h.mode and m.oid == h.oid
-            )
-            if m_is_h:
-                if i is not None:
-                    keep_index[path] = i  # carry the staged change over
-                continue
-            refused.append(path)
-            continue
-        change.append(path)
+    merge = two_way_merge(in_index, in_head, in_target, force=opts.force)
     # Stat (and delete) in parallel where each call is a round trip; the count
     # for these comes from the same policy as the writers'.
-    fs, probe = co.plan_workers(git, config, root, [Entry(p, 0, "", 0) for p in change],
-                                opts.workers, opts.environ, adapt=False)
-    stat_workers = _stat_workers(fs, probe.workers)
+    fs, probe = plan_for(
+        root, entries=len(merge.change), nbytes=0, workers=opts.workers,
+        environ=opts.environ, config=config, adapt=False,
+    )
+    threads = _stat_threads(fs, probe.workers, opts.stat_threads)
     if opts.force:
-        # git checkout -f: every tracked file with local changes is restored too.
-        dirty = _dirty_paths(git)
-        for path in list(keep_index):
-            if path in dirty and path in M:
-                del keep_index[path]
-                change.append(path)
-    else:
-        # Only the paths the switch changes need checking, stat data first.
-        dirty = _modified(git, root_b, repo.index_path, [I[p] for p in change if p in I],
-                          repo.object_format, stat_workers)
-    for path in change:
-        i, m = I.get(path), M.get(path)
-        if path in dirty and not opts.force and i is not None:
-            refused.append(path)
-            continue
-        if i is not None:
-            to_delete.add(path)
-        if m is not None:
-            to_write.add(path)
-    if refused:
+        dirty = _dirty_paths(git)  # git checkout -f restores every tracked file
+    else:  # only the paths the switch changes need checking, stat data first
+        dirty = _modified(
+            git, root_b, repo.index_path, [in_index[p] for p in merge.change if p in in_index],
+            repo.object_format, threads,
+        )
+    plan = apply_local_changes(merge, in_index, in_target, dirty, force=opts.force)
+    if plan.refused:
         raise LocalChangesError(
             "your local changes to these files would be overwritten by checkout: "
-            + quote_paths(refused) + "; commit or stash them, or use --force to discard them"
+            + quote_paths(plan.refused)
+            + "; commit or stash them, or use --force to discard them"
         )
+    _refuse_untracked_in_the_way(root_b, plan, in_index, in_target, threads)
 
-    # Untracked files in the way of what we are about to create.
-    tracked = set(I)
+    write_entries = [in_target[p] for p in plan.write]
+    fs, wplan = plan_for(
+        root, entries=len(write_entries) + len(plan.delete),
+        nbytes=sum(max(e.size, 0) for e in write_entries), workers=opts.workers,
+        environ=opts.environ, config=config, adapt=opts.adapt, fs=fs,
+    )
+    result = Result(
+        "switch",
+        len(write_entries),
+        sum(max(e.size, 0) for e in write_entries),
+        wplan,
+        fs,
+        dry_run=opts.dry_run,
+        deleted=len(set(plan.delete) - set(plan.write)),
+    )
+    if opts.dry_run:
+        return result
+
+    t0 = time.monotonic()
+    _delete_parallel(root_b, plan.delete, _Threads(max(1, wplan.workers), threads.min_share))
+    _remove_empty_dirs(root_b, set(plan.delete), write_entries)
+    conversion = attributes.conversion_reasons(entries, config, repo.common_dir)
+    outcome = write_tree(
+        ctx, WriteRequest(target.tree, write_entries, root, wplan, conversion=bool(conversion))
+    )
+    new_entries = list(plan.keep.values())
+    for e, st in zip(write_entries, outcome.stats, strict=True):
+        if st is None:
+            raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
+        new_entries.append(index_entry(e, st))
+    if settles_index(fs):
+        settle_racy_timestamps(outcome.stats, outcome.seconds)
+    ix.write_index(
+        repo.index_path,
+        sorted(new_entries, key=ix.sort_key),
+        version=index.version if index.version in (3, 4) else index_version(config, ctx.environ),
+        hash_name=repo.object_format,
+        skip_hash=skip_hash(config, git.version),
+    )
+    result.head = update_head(git, repo, config, opts.rev, target)
+    result.seconds = time.monotonic() - t0
+    result.bytes = outcome.bytes
+    result.written = len(write_entries)
+    result.adapt_summary = outcome.adapt_summary
+    result.processes = outcome.processes
+    return result
+
+
+def _refuse_untracked_in_the_way(
+    root_b: bytes,
+    plan: SwitchPlan,
+    in_index: Mapping[bytes, ix.IndexEntry],
+    in_target: Mapping[bytes, Entry],
+    threads: _Threads,
+) -> None:
+    """Untracked files in the way of what the switch is about to create refuse it:
+    pcheckout never deletes or overwrites untracked files."""
+    tracked = set(in_index)
+    gone = set(plan.delete)
     in_the_way: list[bytes] = []
     checked_dirs: dict[bytes, bool] = {}
-    gone = to_delete
-    looked = _look_up(root_b, sorted(to_write), tracked, stat_workers)
-    for path in sorted(to_write):
+    looked = _look_up(root_b, plan.write, tracked, threads)
+    for path in plan.write:
         # leading directories must be real directories, or absent, or tracked files we delete
         parts = path.split(b"/")
         for k in range(1, len(parts)):
@@ -276,7 +405,7 @@ def switch(
         if st is None:
             continue
         if stat_mod.S_ISDIR(st.st_mode):
-            if M[path].mode == MODE_GITLINK:
+            if in_target[path].mode == MODE_GITLINK:
                 continue
             # a directory where a file goes: fine only if everything in it is tracked and leaving
             inside = _untracked_below(root_b, path, tracked)
@@ -291,57 +420,9 @@ def switch(
             + "; move or remove them first (pcheckout never deletes untracked files)"
         )
 
-    write_entries = [M[p] for p in sorted(to_write)]
-    plan_entries = write_entries + [Entry(p, 0, "", 0) for p in sorted(to_delete)]
-    fs, plan = co.plan_workers(git, config, root, plan_entries, opts.workers, opts.environ,
-                               opts.adapt, fs=fs)
-    result = co.Result(
-        "switch",
-        len(write_entries),
-        sum(max(e.size, 0) for e in write_entries),
-        plan,
-        fs,
-        dry_run=opts.dry_run,
-        deleted=len(to_delete - to_write),
-    )
-    if opts.dry_run:
-        return result
-
-    t0 = time.monotonic()
-    _delete_parallel(root_b, sorted(to_delete), max(1, plan.workers))
-    _remove_empty_dirs(root_b, to_delete, write_entries)
-    from pcheckout.git import attributes
-
-    conversion = attributes.conversion_reasons(entries, config, repo.common_dir)
-    outcome = co.write_tree(
-        git, config, repo, target.tree, write_entries, root, plan, ui,
-        conversion=bool(conversion), verify_existing=False, spawn=opts.spawn, overwrite=False,
-    )
-    new_entries = list(keep_index.values())
-    for e, st in zip(write_entries, outcome.stats, strict=True):
-        if st is None:
-            raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
-        new_entries.append(co.index_entry(e, st))  # type: ignore[arg-type]
-    if co.settles_index(fs):
-        co.settle_racy_timestamps(outcome.stats, outcome.seconds)
-    ix.write_index(
-        repo.index_path,
-        sorted(new_entries, key=ix.sort_key),
-        version=co._index_version(config) if index.version not in (3, 4) else index.version,
-        hash_name=repo.object_format,
-        skip_hash=co.skip_hash(config, git.version),
-    )
-    result.head = co.update_head(git, repo, config, opts.rev, target)
-    result.seconds = time.monotonic() - t0
-    result.bytes = outcome.bytes
-    result.written = len(write_entries)
-    result.adapt_summary = getattr(outcome, "adapt_summary", None)
-    result.processes = outcome.processes
-    return result
-
 
 def _look_up(
-    root_b: bytes, to_write: list[bytes], tracked: set[bytes], workers: int
+    root_b: bytes, to_write: list[bytes], tracked: set[bytes], threads: _Threads
 ) -> dict[bytes, os.stat_result | None]:
     """lstat of every leading directory of ``to_write`` and of each new path that
     is not tracked: what the untracked-files check needs, asked in parallel."""
@@ -356,7 +437,7 @@ def _look_up(
         if path not in tracked:
             wanted[path] = None
     paths = list(wanted)
-    return dict(zip(paths, _lstat_many(root_b, paths, workers), strict=True))
+    return dict(zip(paths, _lstat_many(root_b, paths, threads), strict=True))
 
 
 def _untracked_below(root_b: bytes, d: bytes, tracked: set[bytes]) -> list[bytes]:
@@ -370,7 +451,7 @@ def _untracked_below(root_b: bytes, d: bytes, tracked: set[bytes]) -> list[bytes
     return found
 
 
-def _delete_parallel(root_b: bytes, paths: list[bytes], workers: int) -> None:
+def _delete_parallel(root_b: bytes, paths: list[bytes], threads: _Threads) -> None:
     """Unlink ``paths`` (a gitlink's directory only if empty), in parallel."""
 
     def rm(p: bytes) -> None:
@@ -390,7 +471,7 @@ def _delete_parallel(root_b: bytes, paths: list[bytes], workers: int) -> None:
         except OSError as exc:
             raise WriteError(p, exc) from None
 
-    _in_shares(rm, paths, workers)
+    _in_shares(rm, paths, threads.workers, threads.min_share)
 
 
 def _remove_empty_dirs(root_b: bytes, deleted: set[bytes], written: list[Entry]) -> None:
@@ -416,4 +497,4 @@ def _remove_empty_dirs(root_b: bytes, deleted: set[bytes], written: list[Entry])
             pass  # not empty (untracked files) or already gone: keep it, as git does
 
 
-__all__ = ["switch", "LocalChangesError", "UntrackedInTheWayError"]
+__all__ = ["Merge", "SwitchPlan", "apply_local_changes", "switch", "two_way_merge"]

@@ -1,8 +1,8 @@
 """Command line: parse, set up output, call the core, map errors to exit codes.
 
-Colour, TTY detection and progress bars live here only; the core
-(``checkout.py``, ``fsdetect.py``, ``tune.py``) takes typed options and
-never prints.
+Colour, TTY detection and progress bars live in ``cli/`` only; the core
+(``checkout.py``, ``export.py``, ``fs/detect.py``, ``plan/tune.py``) takes
+typed options and never prints.
 """
 
 from __future__ import annotations
@@ -16,9 +16,19 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING, NoReturn
 
 from pcheckout import __version__
+from pcheckout.checkout import checkout
 from pcheckout.errors import Interrupted, PcheckoutError, UsageError
+from pcheckout.export import export
+from pcheckout.fs import detect as fsdetect
+from pcheckout.options import CheckoutOptions, ExportOptions, Result
+from pcheckout.plan import policy
+from pcheckout.write.forked import MIN_ENTRIES
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 PROG = "pcheckout"
 
@@ -32,12 +42,17 @@ def _human_bytes(n: float) -> str:
 
 
 class _ArgParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
-def _common(default: object) -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+def _workers(value: str) -> int | None:
+    """``--workers N|auto``, parsed once: None for auto (a bad value is a usage error)."""
+    return policy.parse_workers(value)
+
+
+def _common(default: object) -> _ArgParser:
+    common = _ArgParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true", default=default,
                         help="no progress, no summary")
     common.add_argument("--debug", action="store_true", default=default,
@@ -62,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("rev", nargs="?", default="HEAD", metavar="REV", help="default: HEAD")
     c.add_argument("-C", dest="directory", default=".", metavar="DIR",
                    help="run as if started in DIR (like git -C)")
-    c.add_argument("-j", "--workers", metavar="N|auto", help=workers_help)
+    c.add_argument("-j", "--workers", type=_workers, metavar="N|auto", help=workers_help)
     c.add_argument("--no-adapt", action="store_true",
                    help="keep the planned worker count for the whole checkout")
     c.add_argument("-n", "--dry-run", action="store_true",
@@ -77,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("destination", metavar="DEST")
     e.add_argument("-C", dest="directory", default=".", metavar="REPO",
                    help="the repository (default: current directory)")
-    e.add_argument("-j", "--workers", metavar="N|auto", help=workers_help)
+    e.add_argument("-j", "--workers", type=_workers, metavar="N|auto", help=workers_help)
     e.add_argument("--no-adapt", action="store_true", help="keep the planned worker count")
     e.add_argument("-n", "--dry-run", action="store_true", help="write nothing; report the plan")
     e.add_argument("--json", action="store_true", help="machine-readable report on stdout")
@@ -108,9 +123,10 @@ class ConsoleReporter:
     def __init__(self, *, quiet: bool, debug: bool) -> None:
         self.quiet = quiet
         self.debug_on = debug
-        self.progress: object | None = None
-        self._task: object | None = None
+        self.progress: Progress | None = None
+        self._task: TaskID | None = None
         self._last = 0.0
+        self._t0 = 0.0
 
     def debug(self, message: str) -> None:
         if self.debug_on:
@@ -119,6 +135,8 @@ class ConsoleReporter:
     def start(self, files: int, nbytes: int, workers: int) -> None:
         if self.quiet or not sys.stderr.isatty() or files == 0:
             return
+        # rich is imported only when a bar is drawn: its import costs more than a
+        # small checkout's writing (docs/design.md, start-up).
         from rich.console import Console
         from rich.progress import (
             BarColumn,
@@ -139,89 +157,75 @@ class ConsoleReporter:
             console=Console(stderr=True),
             transient=True,
         )
-        self.progress.start()  # type: ignore[attr-defined]
-        self._task = self.progress.add_task(  # type: ignore[attr-defined]
-            "write", total=files, nbytes="", rate="")
+        self.progress.start()
+        self._task = self.progress.add_task("write", total=files, nbytes="", rate="")
         self._t0 = time.monotonic()
 
     def update(self, files: int, nbytes: int) -> None:
-        if self.progress is None:
+        if self.progress is None or self._task is None:
             return
         now = time.monotonic()
         if now - self._last < 0.1:  # ~10 Hz is plenty for a human
             return
         self._last = now
         dt = max(now - self._t0, 1e-6)
-        self.progress.update(  # type: ignore[attr-defined]
+        self.progress.update(
             self._task, completed=files, nbytes=_human_bytes(nbytes),
             rate=f"{files / dt:,.0f} files/s, {_human_bytes(nbytes / dt)}/s")
 
     def finish(self) -> None:
         if self.progress is not None:
-            self.progress.stop()  # type: ignore[attr-defined]
+            self.progress.stop()
             self.progress = None
 
 
-def _summary(result: object) -> str:
-    r = result  # checkout.Result
-    plan = r.workers  # type: ignore[attr-defined]
-    if r.dry_run:  # type: ignore[attr-defined]
+def _summary(r: Result) -> str:
+    plan = r.plan
+    if r.dry_run:
         return ""
-    verb = {"switch": "switched", "resume": "resumed"}.get(r.mode, "wrote")  # type: ignore[attr-defined]
-    files = r.written if r.mode in ("switch", "resume") else r.files  # type: ignore[attr-defined]
-    parts = [f"{verb} {files:,} files ({_human_bytes(r.bytes)}) in {r.seconds:.2f} s "  # type: ignore[attr-defined]
-             f"with {plan.workers} worker{'s' if plan.workers != 1 else ''}"
-             f"{' (processes)' if r.processes else ''} ({plan.source})"]  # type: ignore[attr-defined]
-    if r.kept:  # type: ignore[attr-defined]
-        parts.append(f"kept {r.kept:,}")  # type: ignore[attr-defined]
-    if r.deleted:  # type: ignore[attr-defined]
-        parts.append(f"deleted {r.deleted:,}")  # type: ignore[attr-defined]
-    if r.adapt_summary:  # type: ignore[attr-defined]
-        parts.append(r.adapt_summary)  # type: ignore[attr-defined]
-    if r.head:  # type: ignore[attr-defined]
-        parts.append(f"HEAD: {r.head}")  # type: ignore[attr-defined]
+    verb = {"switch": "switched", "resume": "resumed"}.get(r.mode, "wrote")
+    files = r.written if r.mode in ("switch", "resume") else r.files
+    parts = [
+        f"{verb} {files:,} files ({_human_bytes(r.bytes)}) in {r.seconds:.2f} s "
+        f"with {plan.workers} worker{'s' if plan.workers != 1 else ''}"
+        f"{' (processes)' if r.processes else ''} ({plan.source})"
+    ]
+    if r.kept:
+        parts.append(f"kept {r.kept:,}")
+    if r.deleted:
+        parts.append(f"deleted {r.deleted:,}")
+    if r.adapt_summary:
+        parts.append(r.adapt_summary)
+    if r.head:
+        parts.append(f"HEAD: {r.head}")
     return "; ".join(parts)
 
 
-def _print_plan(result: object) -> None:
-    from rich.console import Console
+def _print_plan(r: Result) -> None:
+    from rich.console import Console  # see ConsoleReporter.start
 
-    from pcheckout.fs import detect as fsdetect
-
-    r = result
     console = Console()
-    fs = r.filesystem  # type: ignore[attr-defined]
-    if isinstance(fs, fsdetect.FsInfo):
-        fsdetect.render(console, fs)
-    plan = r.workers  # type: ignore[attr-defined]
+    fsdetect.render(console, r.filesystem)
+    plan = r.plan
     what = {"checkout": "write", "export": "write", "resume": "resume", "switch": "update"}
-    console.print(f"would {what.get(r.mode, 'write')} {r.files:,} entries "  # type: ignore[attr-defined]
-                  f"({_human_bytes(r.bytes)})"  # type: ignore[attr-defined]
-                  + (f", delete {r.deleted:,}" if r.deleted else ""))  # type: ignore[attr-defined]
+    console.print(
+        f"would {what.get(r.mode, 'write')} {r.files:,} entries ({_human_bytes(r.bytes)})"
+        + (f", delete {r.deleted:,}" if r.deleted else "")
+    )
     console.print(f"workers: {plan.workers} ({plan.source}) — {plan.reason}")
     if plan.adapt:
         console.print("will adapt the worker count to measured throughput (--no-adapt to keep it)")
     if plan.processes:
-        from pcheckout.write.forked import MIN_ENTRIES
-
-        console.print("workers are processes (CPU-bound writing: one interpreter lock each), "
-                      f"from {MIN_ENTRIES:,} entries up on Linux")
-    if r.conversion:  # type: ignore[attr-defined]
-        console.print("content conversion on: " + "; ".join(r.conversion))  # type: ignore[attr-defined]
+        console.print(
+            "workers are processes (CPU-bound writing: one interpreter lock each), "
+            f"from {MIN_ENTRIES:,} entries up on Linux"
+        )
+    if r.conversion:
+        console.print("content conversion on: " + "; ".join(r.conversion))
 
 
 # -- commands ----------------------------------------------------------------
-def _validate_workers(value: str | None) -> None:
-    """A bad --workers is a usage error, reported before any work starts."""
-    from pcheckout.plan import policy
-
-    policy.explicit_choice(value, {}, {})
-
-
 def _cmd_checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
-    from pcheckout.checkout import CheckoutOptions, checkout
-
-    _validate_workers(args.workers)
     opts = CheckoutOptions(
         directory=Path(args.directory),
         rev=args.rev,
@@ -235,9 +239,6 @@ def _cmd_checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
 
 
 def _cmd_export(args: argparse.Namespace, ui: ConsoleReporter) -> int:
-    from pcheckout.checkout import ExportOptions, export
-
-    _validate_workers(args.workers)
     opts = ExportOptions(
         repository=Path(args.directory),
         rev=args.rev,
@@ -249,10 +250,10 @@ def _cmd_export(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     return _report(args, export(opts, ui))
 
 
-def _report(args: argparse.Namespace, result: object) -> int:
+def _report(args: argparse.Namespace, result: Result) -> int:
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))  # type: ignore[attr-defined]
-    elif result.dry_run:  # type: ignore[attr-defined]
+        print(json.dumps(result.to_json(), indent=2))
+    elif result.dry_run:
         _print_plan(result)
     elif not args.quiet:
         print(_summary(result))
@@ -260,9 +261,7 @@ def _report(args: argparse.Namespace, result: object) -> int:
 
 
 def _cmd_detect(args: argparse.Namespace, ui: ConsoleReporter) -> int:
-    from rich.console import Console
-
-    from pcheckout.fs import detect as fsdetect
+    from rich.console import Console  # see ConsoleReporter.start
 
     if args.mountinfo and not os.path.isfile(args.mountinfo):
         raise UsageError(f"--mountinfo: no such file: {args.mountinfo}")
@@ -275,10 +274,9 @@ def _cmd_detect(args: argparse.Namespace, ui: ConsoleReporter) -> int:
 
 
 def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
-    from rich.console import Console
+    from rich.console import Console  # see ConsoleReporter.start
 
-    from pcheckout.fs import detect as fsdetect
-    from pcheckout.plan import tune
+    from pcheckout.plan import tune  # the measurement workload: only this command runs it
 
     if args.max_workers < 1:
         raise UsageError("--max-workers must be at least 1")

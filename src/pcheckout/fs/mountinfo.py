@@ -24,16 +24,12 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from pcheckout.errors import DetectError
+from pcheckout.errors import MountinfoError
 
 #: The kernel's own table for this process (the caller's mount namespace, seen from its root).
 PROC_SELF_MOUNTINFO = "/proc/self/mountinfo"
 
 _OCTAL = re.compile(rb"\\([0-7]{3})")
-
-
-class MountinfoError(DetectError):
-    """A mount table could not be read or a line of it is malformed."""
 
 
 def unescape(raw: str | bytes) -> str:

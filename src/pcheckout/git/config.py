@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import shlex
-import shutil
-import subprocess
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from pcheckout.errors import GitError, decode
 from pcheckout.git.runner import Git

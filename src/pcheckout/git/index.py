@@ -33,9 +33,16 @@ import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
 
-from pcheckout.errors import PcheckoutError, WriteError, decode, quote_path
+from pcheckout.errors import (
+    CorruptIndexError,
+    IndexFileError,
+    IndexLockError,
+    UnsupportedIndexError,
+    WriteError,
+    decode,
+    quote_path,
+)
 
 __all__ = [
     "CorruptIndexError",
@@ -78,26 +85,29 @@ U32_MASK = 0xFFFFFFFF
 NS_PER_S = 1_000_000_000
 
 
-class IndexFileError(PcheckoutError):
-    """The index file could not be read or written; ``path`` names it (bytes) and
-    ``errno`` is set when the operating system refused (ENOENT: no index yet)."""
-
-    def __init__(self, message: str, path: bytes = b"", errno: int | None = None) -> None:
-        super().__init__(message)
-        self.path = path
-        self.errno = errno
+StatFields = tuple[int, int, int, int, int, int, int, int, int]
 
 
-class IndexLockError(IndexFileError):
-    """``<index>.lock`` exists: another git (or pcheckout) process holds the index."""
-
-
-class CorruptIndexError(IndexFileError):
-    """The file is not a well-formed index (signature, length, checksum, order)."""
-
-
-class UnsupportedIndexError(IndexFileError):
-    """A well-formed index pcheckout cannot handle (sparse, split, unknown version)."""
+def stat_fields(
+    ctime_ns: int, mtime_ns: int, dev: int, ino: int, uid: int, gid: int, size: int
+) -> StatFields:
+    """``(ctime_s, ctime_ns, mtime_s, mtime_ns, dev, ino, uid, gid, size)`` as the
+    index stores them: truncated to 32 bits like git's fill_stat_data()
+    (``(unsigned int)st_mtime``, ``st_mtim.tv_nsec``, ...).  The one place stat
+    data becomes index fields."""
+    c_s, c_ns = divmod(ctime_ns, NS_PER_S)
+    m_s, m_ns = divmod(mtime_ns, NS_PER_S)
+    return (
+        c_s & U32_MASK,
+        c_ns,
+        m_s & U32_MASK,
+        m_ns,
+        dev & U32_MASK,
+        ino & U32_MASK,
+        uid & U32_MASK,
+        gid & U32_MASK,
+        size & U32_MASK,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,24 +134,11 @@ class IndexEntry:
 
     @classmethod
     def from_stat(cls, path: bytes, mode: int, oid: bytes, st: os.stat_result) -> IndexEntry:
-        """An entry carrying ``st``'s stat data, truncated to 32 bits like git's
-        fill_stat_data() (``(unsigned int)st_mtime``, ``st_mtim.tv_nsec``, ...)."""
-        c_s, c_ns = divmod(st.st_ctime_ns, NS_PER_S)
-        m_s, m_ns = divmod(st.st_mtime_ns, NS_PER_S)
-        return cls(
-            path,
-            mode,
-            oid,
-            c_s & U32_MASK,
-            c_ns,
-            m_s & U32_MASK,
-            m_ns,
-            st.st_dev & U32_MASK,
-            st.st_ino & U32_MASK,
-            st.st_uid & U32_MASK,
-            st.st_gid & U32_MASK,
-            st.st_size & U32_MASK,
+        """An entry carrying ``st``'s stat data (see :func:`stat_fields`)."""
+        c_s, c_ns, m_s, m_ns, dev, ino, uid, gid, size = stat_fields(
+            st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_uid, st.st_gid, st.st_size
         )
+        return cls(path, mode, oid, c_s, c_ns, m_s, m_ns, dev, ino, uid, gid, size)
 
     @property
     def stage(self) -> int:
@@ -264,7 +261,11 @@ def _check_conflicts(ordered: list[IndexEntry]) -> list[IndexEntry]:
 #: raw oid, flags, extended flags).  The checkout builds these straight from its
 #: tree entries and packed stat data, so no IndexEntry objects are made for a
 #: fresh checkout (100k of them cost ~36 MB of RSS, measured).
-Row = tuple[bytes, tuple[Any, ...], int, int]
+#: The fixed fields of one entry in on-disk order: ctime s/ns, mtime s/ns, dev, ino,
+#: mode, uid, gid, size, then the raw object id.
+Fields = tuple[int, int, int, int, int, int, int, int, int, int, bytes]
+#: What the encoder takes per entry: path, fixed fields, flags, extended flags.
+Row = tuple[bytes, Fields, int, int]
 
 
 def _rows(entries: Iterable[IndexEntry]) -> Iterator[Row]:

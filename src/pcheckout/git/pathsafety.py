@@ -26,12 +26,13 @@ from __future__ import annotations
 import stat
 import sys
 from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import accumulate, repeat
 from operator import itemgetter
 
 from pcheckout.errors import UnsafeTreeError, quote_path
 from pcheckout.git.config import parse_bool
+from pcheckout.git.tree import Entry
 
 __all__ = ["check_path", "check_tree", "protections_from_config"]
 
@@ -510,3 +511,9 @@ def protections_from_config(get: Callable[[str], str | None]) -> tuple[bool, boo
         value = get(key)
         results.append(default if value is None else parse_bool(key, value))
     return results[0], results[1]
+
+
+def check_entries(entries: Iterable[Entry], config: Mapping[str, str]) -> None:
+    """``check_tree`` for listed entries, with the protections ``config`` asks for."""
+    ntfs, hfs = protections_from_config(config.get)
+    check_tree(((e.path, e.mode) for e in entries), protect_ntfs=ntfs, protect_hfs=hfs)

@@ -1,18 +1,14 @@
-"""Refs: branch names, where HEAD points."""
+"""Refs: branch names, where HEAD points, where ``git checkout REV`` goes and
+how it moves HEAD afterwards."""
 
 from __future__ import annotations
 
-import hashlib
-import os
 import re
-import shlex
-import shutil
-import subprocess
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-from pcheckout.errors import decode
+from pcheckout.errors import GitError, UnknownRevisionError, decode
+from pcheckout.git.objects import batch_check, resolve
 from pcheckout.git.runner import Git, Repo
 
 _NOT_IN_BRANCH_NAMES = frozenset(" ~^:?*[\\\x7f") | {chr(c) for c in range(32)}
@@ -60,3 +56,93 @@ def is_local_branch(git: Git, name: str) -> bool:
         return False
     proc = git.run("show-ref", "--verify", "--quiet", f"refs/heads/{name}", ok_codes=(0, 1, 128))
     return proc.returncode == 0
+
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where ``git checkout REV`` goes."""
+
+    commit: str
+    tree: str
+    branch: str | None  # the local branch HEAD will name, else detached
+    branch_exists: bool  # False: a remote-tracking branch guessed, to be created
+    head_tree: str | None  # the tree HEAD has now (None: unborn HEAD)
+    head_commit: str | None  # the commit HEAD is at now (None: unborn HEAD)
+
+
+def resolve_target(git: Git, rev: str) -> Target:
+    """Resolve ``rev`` as git checkout reads it: a local branch of that name wins
+    over a tag or any other reading (git warns "refname is ambiguous" and takes
+    the branch); else any commit-ish; else a unique remote-tracking branch
+    (``--guess``).  One ``cat-file --batch-check`` answers the common case."""
+    if rev and not rev.startswith("-") and "\n" not in rev:
+        names = ["HEAD^{tree}", "HEAD^{commit}", f"{rev}^{{commit}}", f"{rev}^{{tree}}"]
+        if is_branch_name(rev):
+            names += [f"refs/heads/{rev}^{{commit}}", f"refs/heads/{rev}^{{tree}}"]
+        found = [f[0] if f else None for f in batch_check(git, names)]
+        head = found[0], found[1]
+        if len(found) > 4 and found[4] and found[5]:
+            return Target(found[4], found[5], rev, True, *head)
+        if found[2] and found[3]:
+            return Target(found[2], found[3], None, False, *head)
+    # Unknown (perhaps a remote branch to guess), or not sayable in a batch line.
+    head = _head_tree_and_commit(git)
+    try:
+        commit = resolve(git, rev, "commit")
+    except UnknownRevisionError:
+        remote = unique_remote_branch(git, rev)
+        if remote is None:
+            raise
+        commit = resolve(git, remote, "commit")
+        return Target(commit, resolve(git, commit, "tree"), rev, False, *head)
+    branch = rev if is_local_branch(git, rev) else None
+    return Target(commit, resolve(git, commit, "tree"), branch, branch is not None, *head)
+
+
+def _head_tree_and_commit(git: Git) -> tuple[str | None, str | None]:
+    try:
+        return resolve(git, "HEAD", "tree"), resolve(git, "HEAD", "commit")
+    except UnknownRevisionError:  # unborn
+        return None, None
+
+
+def unique_remote_branch(git: Git, name: str) -> str | None:
+    """git checkout's --guess: ``name`` matches exactly one remote-tracking branch."""
+    if not name or name.startswith("-"):
+        return None
+    out = git.out("for-each-ref", "--format=%(refname)", "refs/remotes/")
+    matches = [
+        r
+        for r in out.decode("utf-8", "replace").splitlines()
+        if r.count("/") >= 3 and r.split("/", 3)[3] == name
+    ]
+    return matches[0] if len(matches) == 1 else None
+
+
+def update_head(git: Git, repo: Repo, config: Mapping[str, str], rev: str, target: Target) -> str:
+    """Point HEAD where ``git checkout REV`` would; return a description.  The
+    reflog says "checkout: moving from OLD to REV" with git's OLD: the branch
+    name, or the full commit id when HEAD was detached."""
+    commit, branch = target.commit, target.branch
+    old = symbolic_head(git, repo, config)
+    if old is not None and old.startswith("refs/heads/"):
+        old_name = old.removeprefix("refs/heads/")
+    else:
+        old_name = target.head_commit or ""
+    if rev == "HEAD":
+        return old_name or commit
+    if branch is not None:
+        ref = f"refs/heads/{branch}"
+        if not target.branch_exists:
+            remote = unique_remote_branch(git, branch)
+            if remote is None:  # pragma: no cover - resolved earlier
+                raise GitError(f"branch {branch} disappeared")
+            git.run("branch", "--track", branch, remote.removeprefix("refs/remotes/"))
+        git.run("symbolic-ref", "-m", f"checkout: moving from {old_name} to {branch}", "HEAD", ref)
+        return branch
+    git.run(
+        "update-ref", "--no-deref", "-m", f"checkout: moving from {old_name} to {rev}",
+        "HEAD", commit,
+    )
+    return f"detached at {rev}"

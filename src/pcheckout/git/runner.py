@@ -7,9 +7,7 @@ and HEAD under the files backend (``git/refs.py``).
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 import shlex
 import shutil
 import subprocess

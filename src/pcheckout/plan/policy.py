@@ -191,8 +191,14 @@ def _config_get(git_config: Mapping[str, str], key: str) -> str | None:
     return None
 
 
+def parse_workers(value: str, where: str = "--workers") -> int | None:
+    """A ``--workers`` value as typed: None for ``auto``, else a positive count;
+    anything else is a ``UsageError`` naming ``where``."""
+    return _parse_count(value, where)
+
+
 def explicit_choice(
-    cli_value: str | None, environ: Mapping[str, str], git_config: Mapping[str, str]
+    cli_workers: int | None, environ: Mapping[str, str], git_config: Mapping[str, str]
 ) -> Explicit | None:
     """The user's explicit worker count, if any, and where it came from.
 
@@ -204,10 +210,8 @@ def explicit_choice(
     means it for us too.  As in git, a value below 1 means the number of logical CPUs.
     An unusable ``checkout.workers`` is ignored (git's own business), the others raise.
     """
-    if cli_value is not None:
-        n = _parse_count(cli_value, "--workers")
-        if n is not None:
-            return Explicit(n, "--workers")
+    if cli_workers is not None:
+        return Explicit(cli_workers, "--workers")
     env = environ.get(_ENV_KEY)
     if env is not None and env.strip():
         n = _parse_count(env, _ENV_KEY)

@@ -131,6 +131,8 @@ class Outcome:
     workers_used: int
     limit_history: list[tuple[float, int]] = field(default_factory=list)
     processes: bool = False  # the workers were forked processes (forked.py), not threads
+    kept: int = 0  # entries a resumed run found already written (write/worktree.py)
+    adapt_summary: str | None = None  # what the adaptive controller did, if it ran
 
 
 class _Stop(Exception):

@@ -1,0 +1,88 @@
+"""What the core is asked (frozen options) and what it answers (``Result``).
+
+The CLI builds these from argv; tests and library users build them directly.
+Nothing here runs anything.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pcheckout.fs.detect import FsInfo
+from pcheckout.git.catfile import Spawn
+from pcheckout.plan.policy import WorkerPlan
+
+Mode = Literal["checkout", "resume", "switch", "export"]
+
+
+def _environ() -> dict[str, str]:
+    return dict(os.environ)
+
+
+@dataclass(frozen=True)
+class CheckoutOptions:
+    directory: Path
+    rev: str = "HEAD"
+    workers: int | None = None  # --workers; None: not given, or "auto"
+    dry_run: bool = False
+    force: bool = False
+    adapt: bool = True
+    environ: dict[str, str] = field(default_factory=_environ)
+    spawn: Spawn | None = None  # test seam: a stand-in cat-file process
+    stat_threads: int | None = None  # a switch's lstat/unlink threads (None: the policy's)
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    repository: Path
+    rev: str
+    destination: Path
+    workers: int | None = None
+    dry_run: bool = False
+    adapt: bool = True
+    environ: dict[str, str] = field(default_factory=_environ)
+    spawn: Spawn | None = None
+
+
+@dataclass
+class Result:
+    """What a checkout, switch or export did (or, with ``dry_run``, would do)."""
+
+    mode: Mode
+    files: int
+    bytes: int
+    plan: WorkerPlan
+    filesystem: FsInfo
+    seconds: float = 0.0
+    written: int = 0
+    kept: int = 0
+    deleted: int = 0
+    dry_run: bool = False
+    adapt_summary: str | None = None
+    head: str | None = None
+    conversion: list[str] = field(default_factory=list)
+    processes: bool = False  # written by forked processes (else threads)
+
+    def to_json(self) -> dict[str, object]:
+        """The stable JSON report (docs/json.md)."""
+        return {
+            "mode": self.mode,
+            "filesystem": self.filesystem.to_json(),
+            "files": self.files,
+            "bytes": self.bytes,
+            "workers": self.plan.workers,
+            "reason": self.plan.reason,
+            "source": self.plan.source,
+            "adapt": self.plan.adapt,
+            "processes": self.processes if not self.dry_run else self.plan.processes,
+            "dry_run": self.dry_run,
+            "seconds": round(self.seconds, 4),
+            "written": self.written,
+            "kept": self.kept,
+            "deleted": self.deleted,
+            "adapt_summary": self.adapt_summary,
+            "conversion": self.conversion,
+        }

@@ -1,0 +1,131 @@
+"""The index a write leaves: entries from the tree with the stat data the
+writers collected, the version and checksum git would use, and the wait that
+keeps it from being racily clean where re-reading a file costs round trips."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+
+from pcheckout.context import Context
+from pcheckout.errors import PcheckoutError, quote_path
+from pcheckout.fs.detect import FsInfo
+from pcheckout.git import index as ix
+from pcheckout.git.config import config_bool
+from pcheckout.git.tree import Entry
+from pcheckout.write.engine import Outcome, unpack_stat
+
+#: git (as usually built, without USE_NSEC) trusts an index entry's stat data
+#: only if the index file is from a later *second* than the file's mtime; a
+#: "racily clean" entry is re-hashed by the next ``git status``.  Measured with
+#: strace on the dev VM (2 vCPU, virtio ext4): index written 50 ms after the
+#: files -> every file re-hashed; 1.1 s later -> none.  Waiting costs up to a
+#: second, so we wait only on network-like filesystems (SETTLE_KINDS: re-hashing
+#: a file costs round trips) and only when at least this many entries would be
+#: racy.  On tmpfs or a local or virtual disk the re-hash is cheaper than the
+#: wait, and git's own checkout never waits.
+SETTLE_MIN_RACY = 64
+
+#: ...and only when the wait costs at most this share of the time spent writing:
+#: a 40 s NFS checkout may wait a second, a 1 s one may not (on the FUSE
+#: imitation of NFS, docs/latencyfs.md, an unconditional wait turned 0.97 s
+#: checkouts into 1.9 s).
+SETTLE_MAX_SHARE = 0.05
+
+#: Where re-reading a file costs network round trips, a racily clean index is
+#: worth avoiding: NFS, SMB, other network filesystems and FUSE (directly or as
+#: an overlay's upper layer).  A virtual disk is latency-bound for creates but
+#: re-hashing reads hit the page cache (dev VM: waiting cost a 1000-file switch
+#: 0.5 s on average, re-hashing them ~20 ms).
+SETTLE_KINDS = frozenset({"nfs", "smb", "network", "fuse"})
+
+
+def settles_index(fs: FsInfo) -> bool:
+    """Should the index wait out racy timestamps for this filesystem?"""
+    kind = fs.upper_kind if fs.kind == "overlay" else fs.kind
+    return kind in SETTLE_KINDS
+
+
+def settle_racy_timestamps(stats: Sequence[bytes | None], elapsed: float = float("inf")) -> float:
+    """Sleep into the next second if many entries share the current one and the
+    wait is small next to ``elapsed`` (the writing time); return the seconds slept."""
+    seconds = [unpack_stat(st).mtime_ns // ix.NS_PER_S for st in stats if st is not None]
+    newest = max(seconds, default=0)
+    if not newest:
+        return 0.0
+    racy = sum(1 for s in seconds if s >= newest)
+    wait = newest + 1 - time.time() + 0.001
+    if racy < SETTLE_MIN_RACY or wait <= 0 or wait > SETTLE_MAX_SHARE * elapsed:
+        return 0.0
+    time.sleep(wait)
+    return wait
+
+
+def index_fields(e: Entry, packed: bytes) -> ix.Fields:
+    """The index's fixed fields for ``e`` from the stat data a worker packed,
+    in index-entry order."""
+    st = unpack_stat(packed)
+    c_s, c_ns, m_s, m_ns, dev, ino, uid, gid, size = ix.stat_fields(*st)
+    return (c_s, c_ns, m_s, m_ns, dev, ino, e.mode, uid, gid, size, bytes.fromhex(e.oid))
+
+
+def index_entry(e: Entry, packed: bytes) -> ix.IndexEntry:
+    """An IndexEntry for ``e`` (the switch mixes these with kept entries)."""
+    st = unpack_stat(packed)
+    c_s, c_ns, m_s, m_ns, dev, ino, uid, gid, size = ix.stat_fields(*st)
+    return ix.IndexEntry(
+        e.path, e.mode, bytes.fromhex(e.oid), c_s, c_ns, m_s, m_ns, dev, ino, uid, gid, size
+    )
+
+
+def write_fresh_index(
+    ctx: Context, entries: Sequence[Entry], outcome: Outcome, *, settle: bool
+) -> None:
+    """The index for a fresh checkout, encoded straight from entries and stat data."""
+    stats = outcome.stats
+    n = len(entries)
+    order: Iterable[int] = range(n)
+    # ls-tree's order is the index's (paths compared as bytes); sort only if not.
+    if any(entries[i].path >= entries[i + 1].path for i in range(n - 1)):
+        order = sorted(range(n), key=lambda i: entries[i].path)
+
+    def rows() -> Iterator[ix.Row]:
+        for i in order:
+            e, packed = entries[i], stats[i]
+            if packed is None:
+                raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
+            yield e.path, index_fields(e, packed), 0, 0
+
+    if settle:
+        settle_racy_timestamps(stats, outcome.seconds)
+    data = ix.encode_rows(
+        rows(),
+        n,
+        version=index_version(ctx.config, ctx.environ),
+        hash_name=ctx.repo.object_format,
+        skip_hash=skip_hash(ctx.config, ctx.git.version),
+    )
+    ix.write_index_bytes(ctx.repo.index_path, data)
+
+
+def skip_hash(config: Mapping[str, str], git_version: tuple[int, int, int]) -> bool:
+    """index.skipHash (implied by feature.manyFiles) exists from git 2.40 on; an
+    older git rejects an index without its checksum, so never write one for it."""
+    if git_version[:2] < (2, 40):
+        return False
+    return config_bool(
+        config.get("index.skiphash"), config_bool(config.get("feature.manyfiles"), False)
+    )
+
+
+def index_version(config: Mapping[str, str], environ: Mapping[str, str]) -> int:
+    """The version git writes a new index in: GIT_INDEX_VERSION, index.version,
+    feature.manyFiles (4), else 2; an unusable value is 2, as in git."""
+    value = environ.get("GIT_INDEX_VERSION") or config.get("index.version")
+    if value is None and config_bool(config.get("feature.manyfiles"), False):
+        value = "4"
+    try:
+        v = int(value) if value else 2
+    except ValueError:
+        v = 2
+    return v if v in (2, 3, 4) else 2

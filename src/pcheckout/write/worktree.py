@@ -1,0 +1,261 @@
+"""Write a list of tree entries into a directory: the write stage of a
+checkout, a switch and an export.
+
+In order: on resume, keep what an interrupted run already wrote correctly;
+when conversion is on, write ``.gitattributes`` first (git reads them from the
+work tree); then hand the rest to the writers: forked processes where writing
+is CPU-bound, else the threaded engine, adapting its limit where the plan says.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_mod
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pcheckout.context import Context
+from pcheckout.errors import DestinationError, Interrupted
+from pcheckout.git import attributes
+from pcheckout.git.catfile import CatFile
+from pcheckout.git.config import config_bool
+from pcheckout.git.index import write_all
+from pcheckout.git.objects import blob_oid, file_blob_oid
+from pcheckout.git.runner import GIT_ATTR_SOURCE, GIT_CATFILE_Z
+from pcheckout.git.tree import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, Entry
+from pcheckout.plan import controller, policy
+from pcheckout.write import forked
+from pcheckout.write.engine import Engine, EngineOptions, Outcome, pack_stat
+
+#: The hint an interrupted write leaves the user.
+RESUME_HINT = "run 'pcheckout checkout' again to finish"
+
+
+@dataclass(frozen=True)
+class WriteRequest:
+    """What to write and how: the stage's inputs beyond the shared context."""
+
+    tree: str  # the tree the entries come from (attributes are read from it)
+    entries: Sequence[Entry]
+    root: Path
+    plan: policy.WorkerPlan
+    conversion: bool  # some entry may be converted (attributes, autocrlf)
+    resume: bool = False  # keep what an interrupted run wrote correctly
+    overwrite: bool = False  # replace what is in the way
+
+
+def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
+    """Write ``req.entries`` under ``req.root`` in parallel; return per-entry stat data."""
+    entries = req.entries
+    root_b = os.fsencode(req.root)
+    skip = [False] * len(entries)
+    pre_stats: dict[int, bytes] = {}
+    kept = 0
+    overwrite = req.overwrite
+    if req.resume:
+        kept = _keep_verified(ctx, root_b, entries, skip, pre_stats, req.conversion)
+        overwrite = True
+    if req.conversion:
+        _write_attributes_first(ctx, req.tree, entries, root_b, skip, pre_stats)
+
+    plan = req.plan
+    adapt = None
+    max_threads = plan.workers
+    if plan.adapt:
+        adapt = controller.Controller(plan.workers, minimum=1, maximum=policy.MAX_WORKERS)
+        max_threads = policy.MAX_WORKERS
+    git = ctx.git
+    opts = EngineOptions(
+        root=root_b,
+        workers=max_threads,
+        initial_limit=plan.workers,
+        filters=req.conversion,
+        nul_requests=req.conversion and git.has(GIT_CATFILE_Z),
+        attr_source=req.tree if req.conversion and git.has(GIT_ATTR_SOURCE) else None,
+        symlinks=config_bool(ctx.config.get("core.symlinks"), True),
+        overwrite=overwrite,
+    )
+    remaining = [i for i, s in enumerate(skip) if not s]
+    ui = ctx.ui
+
+    def start_ui() -> None:
+        ui.start(len(remaining), sum(max(entries[i].size, 0) for i in remaining), plan.workers)
+
+    if plan.processes and adapt is None and forked.available() and (
+        len(remaining) >= forked.MIN_ENTRIES
+    ):
+        try:
+            outcome = forked.run(
+                git, entries, opts, plan.workers, spawn=ctx.spawn, skip=skip,
+                report=ui.update, forked=start_ui,
+            )
+        except KeyboardInterrupt:
+            raise Interrupted(2, RESUME_HINT) from None
+        finally:
+            ui.finish()
+        return _finish(outcome, pre_stats, kept, None)
+
+    engine = Engine(git, entries, opts, spawn=ctx.spawn, skip=skip)
+    start_ui()
+    interval = controller.INTERVAL_S if adapt is not None else 0.1
+    last_t, last_files, last_bytes = time.monotonic(), 0, 0
+
+    def tick(eng: Engine) -> None:
+        nonlocal last_t, last_files, last_bytes
+        files, nbytes = eng.progress()
+        ui.update(files, nbytes)
+        if adapt is not None:
+            now = time.monotonic()
+            if now - last_t >= interval:
+                eng.set_limit(adapt.observe(files - last_files, nbytes - last_bytes, now - last_t))
+                last_t, last_files, last_bytes = now, files, nbytes
+
+    try:
+        outcome = engine.run(tick=tick, interval=min(0.1, interval))
+    except KeyboardInterrupt:
+        raise Interrupted(2, RESUME_HINT) from None
+    finally:
+        ui.finish()
+    return _finish(outcome, pre_stats, kept, adapt.summary() if adapt else None)
+
+
+def _finish(
+    outcome: Outcome, pre_stats: dict[int, bytes], kept: int, adapt_summary: str | None
+) -> Outcome:
+    """Fold what was written before the writers started into their outcome."""
+    for i, st in pre_stats.items():
+        outcome.stats[i] = st
+    outcome.files += len(pre_stats)
+    outcome.kept = kept
+    outcome.adapt_summary = adapt_summary
+    return outcome
+
+
+def _write_attributes_first(
+    ctx: Context,
+    tree: str,
+    entries: Sequence[Entry],
+    root_b: bytes,
+    skip: list[bool],
+    pre_stats: dict[int, bytes],
+) -> None:
+    """.gitattributes go first: cat-file --filters reads them from the work tree.
+
+    Each is written raw, then rewritten through the filters (``* text eol=crlf``
+    converts .gitattributes itself) before any worker starts, so no worker can
+    read a half-written attributes file.
+    """
+    git = ctx.git
+    todo = [
+        i
+        for i, e in enumerate(entries)
+        if not skip[i]
+        and attributes.is_gitattributes(e.path)
+        and e.mode not in (MODE_SYMLINK, MODE_GITLINK)
+    ]
+    if not todo:
+        return
+    plain = CatFile(git, spawn=ctx.spawn, name="cat-file (attributes)")
+    try:
+        raw: dict[int, bytes] = {}
+        for i in todo:
+            e = entries[i]
+            plain.last_request = plain.request_line(e.oid)
+            plain.send(plain.last_request)
+            _kind, size = plain.read_header(e.oid)
+            raw[i] = plain.read_small(size)
+    finally:
+        plain.close()
+    for i in todo:
+        path = root_b + b"/" + entries[i].path
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _replace_file(path, raw[i], entries[i].mode)
+    filt = CatFile(
+        git,
+        filters=True,
+        nul=git.has(GIT_CATFILE_Z),
+        attr_source=tree if git.has(GIT_ATTR_SOURCE) else None,
+        spawn=ctx.spawn,
+        name="cat-file (attributes)",
+    )
+    try:
+        for i in todo:
+            e = entries[i]
+            if b"\n" in e.path and not filt.nul:
+                data = git.out("cat-file", "--filters", f"--path={os.fsdecode(e.path)}", e.oid)
+            else:
+                filt.last_request = filt.request_line(e.oid, e.path)
+                filt.send(filt.last_request)
+                filt.read_header(e.oid)
+                parts: list[bytes] = []
+                filt.read_filtered(parts.append)
+                data = b"".join(parts)
+            path = root_b + b"/" + e.path
+            if data != raw[i]:
+                _replace_file(path, data, e.mode)
+            pre_stats[i] = pack_stat(os.lstat(path))
+            skip[i] = True
+    finally:
+        filt.close()
+
+
+def _replace_file(path: bytes, data: bytes, mode: int) -> None:
+    tmp = path + b".pcheckout-tmp"
+    fd = os.open(
+        tmp,
+        os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW,
+        0o777 if mode == MODE_EXEC else 0o666,
+    )
+    try:
+        write_all(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _keep_verified(
+    ctx: Context,
+    root_b: bytes,
+    entries: Sequence[Entry],
+    skip: list[bool],
+    pre_stats: dict[int, bytes],
+    conversion: bool,
+) -> int:
+    """Resume: keep entries already written correctly (content hashes to the blob)."""
+    hash_name = ctx.repo.object_format
+    kept = 0
+    for i, e in enumerate(entries):
+        if skip[i]:
+            continue
+        path = root_b + b"/" + e.path
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        ok = False
+        if e.mode == MODE_SYMLINK and stat_mod.S_ISLNK(st.st_mode):
+            ok = blob_oid(os.readlink(path), hash_name) == e.oid
+        elif e.mode == MODE_GITLINK:
+            ok = stat_mod.S_ISDIR(st.st_mode)
+        elif stat_mod.S_ISREG(st.st_mode) and not conversion and e.size in (-1, st.st_size):
+            if bool(st.st_mode & 0o100) == (e.mode == MODE_EXEC):
+                ok = file_blob_oid(path, st.st_size, hash_name) == e.oid
+        if ok:
+            pre_stats[i] = pack_stat(st)
+            skip[i] = True
+            kept += 1
+    return kept
+
+
+def occupants(root: Path, *, ignore_git: bool = True) -> list[bytes]:
+    """What is in ``root`` besides .git (sorted, a few are enough to name)."""
+    try:
+        with os.scandir(os.fsencode(root)) as it:
+            names = sorted(e.name for e in it if not (ignore_git and e.name == b".git"))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise DestinationError(f"cannot read {root}: {exc.strerror}") from None
+    return names
