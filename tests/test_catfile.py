@@ -18,7 +18,7 @@ import pytest
 from conftest import git, make_repo
 
 from pcheckout.errors import CatFileError, MissingObjectError
-from pcheckout.git.catfile import READ_BUFFER, CatFile, State
+from pcheckout.git.catfile import EMPTY_TREE, READ_BUFFER, CatFile, State
 from pcheckout.git.runner import Git
 
 OID = "0123456789abcdef0123456789abcdef01234567"
@@ -88,6 +88,38 @@ def test_real_git_filtered_answers_are_delimited_by_the_sentinel(tmp_path: Path)
         cf.read_filtered(parts.append)
         got.append(b"".join(parts))
     assert got == [tricky.replace(b"\n", b"\r\n"), b"a\nb\n", b"u\r\n"]
+    cf.close()
+
+
+def test_filtered_sentinel_is_the_empty_tree_with_a_nonce_path(tmp_path: Path) -> None:
+    # A missing object id costs git a pack-directory rescan (and a fetch in a
+    # partial clone); the empty tree is in memory and ":<nonce>" fails there.
+    repo = make_repo(tmp_path, {b".gitattributes": b"* text eol=crlf\n", b"a": b"a\n"})
+    cf = CatFile(Git(repo), filters=True)
+    line = cf.request_line("1" * 40, b"p").split(b"\n")[1]
+    name, path = line.split(b" ")
+    assert name.startswith(EMPTY_TREE[40].encode() + b":") and path == b"-"
+    assert len(name) == 40 + 1 + 32
+    assert cf.request_line("1" * 64, b"p").split(b"\n")[1].startswith(EMPTY_TREE[64].encode())
+    cf.kill()
+
+
+def test_real_git_filtered_sha256(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q", "--object-format=sha256", "r")
+    repo = tmp_path / "r"
+    (repo / ".gitattributes").write_bytes(b"* text eol=crlf\n")
+    (repo / "a").write_bytes(b"one\ntwo\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "x")
+    oid = git(repo, "rev-parse", "HEAD:a").decode().strip()
+    assert len(oid) == 64
+    cf = CatFile(Git(repo), filters=True)
+    cf.send(cf.request_line(oid, b"a") * 2)
+    for _ in range(2):
+        assert cf.read_header(oid) == (b"blob", 8)
+        parts: list[bytes] = []
+        cf.read_filtered(parts.append)
+        assert b"".join(parts) == b"one\r\ntwo\r\n"
     cf.close()
 
 

@@ -8,9 +8,16 @@ With ``--filters`` a request is ``<oid> SP <path>`` and the contents are what
 With ``--filters`` the header's size is the size of the *stored* blob, not of
 the converted contents that follow (git's t8010 pins this), so converted
 answers are not self-delimiting.  Each filtered request is therefore followed
-by a request for a random object name that does not exist; git answers it with
-``<name> missing``, and the converted contents are exactly the bytes before
-``LF <name> SP missing LF``.  The name is 160 fresh random bits per process.
+by a request that git answers with ``<name> missing``: the empty tree (an
+object every git knows in memory, sha1 or sha256 after the request's object
+id) with a path that cannot exist in it, ``<empty tree>:<nonce>``.  Resolving
+it costs no file access and never a fetch in a partial clone (cached empty
+tree, failed path lookup; strace: 10 such requests add 1 file syscall where
+10 missing random object ids add 61, a pack-directory rescan each,
+``packfile.c: reprepare_packed_git``).  The converted contents are exactly the
+bytes before ``LF <name> SP missing LF``; the nonce is 128 fresh random bits
+per process, drawn after every blob it delimits was written, so no content
+can contain it.
 
 The caller pipelines: it may send many requests before reading answers.  It
 must keep the unread request bytes below one pipe page (``REQUEST_WINDOW``) so
@@ -43,6 +50,12 @@ REQUEST_WINDOW = 4096
 READ_BUFFER = 64 * 1024
 #: Blobs up to this size are read in one call and written with one write().
 SMALL_BLOB = 1024 * 1024
+#: The empty tree of each object format (``git hash-object -t tree /dev/null``),
+#: chosen by the length of the requested object id.
+EMPTY_TREE = {
+    40: "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+    64: "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321",
+}
 
 
 class Spawn(Protocol):
@@ -193,8 +206,13 @@ class CatFile:
         self._out: Any = self.proc.stdout
         if filters:
             self._out = _Reader(self.proc.stdout)
-            self._sentinel = os.urandom(20).hex().encode("ascii")
-            self._marker = b"\n" + self._sentinel + b" missing\n"
+            nonce = os.urandom(16).hex()
+            #: oid length -> (sentinel request name, the answer that ends contents)
+            self._sentinels = {
+                n: (name, b"\n" + name + b" missing\n")
+                for n, name in ((n, f"{t}:{nonce}".encode("ascii")) for n, t in EMPTY_TREE.items())
+            }
+            self._marker = self._sentinels[40][1]
         self.state = State.OPEN
 
     # -- requests -------------------------------------------------------------
@@ -202,7 +220,8 @@ class CatFile:
         term = b"\0" if self.nul else b"\n"
         if self.filters:
             assert path is not None
-            return oid.encode("ascii") + b" " + path + term + self._sentinel + b" -" + term
+            sentinel = self._sentinels[len(oid)][0]
+            return oid.encode("ascii") + b" " + path + term + sentinel + b" -" + term
         return oid.encode("ascii") + term
 
     def send(self, data: bytes) -> None:
@@ -218,6 +237,8 @@ class CatFile:
         """The answer's (type, size) for a request of ``oid``."""
         self._check_open()
         self.asked = oid
+        if self.filters:
+            self._marker = self._sentinels[len(oid)][1]
         line = self._out.readline()
         if not line:
             self._broken("exited before answering")
@@ -308,7 +329,8 @@ class CatFile:
             self._stderr.flush()
             size = os.fstat(self._stderr.fileno()).st_size
             self._stderr.seek(max(0, size - limit))
-            return self._stderr.read()
+            tail: bytes = self._stderr.read()
+            return tail
         except OSError:
             return b""
 
