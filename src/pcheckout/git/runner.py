@@ -23,8 +23,13 @@ from pcheckout.errors import GitError, NotARepositoryError, decode
 MIN_GIT = (2, 25)
 #: ``cat-file -z`` (NUL-terminated requests, so paths may contain newlines) came in 2.38.
 GIT_CATFILE_Z = (2, 38)
-#: ``git --attr-source=<tree>`` (attributes read from the tree being checked out) came in 2.40.
-GIT_ATTR_SOURCE = (2, 40)
+#: ``git check-attr --source=<tree-ish>`` came in 2.40 (RelNotes/2.40.0.txt: "git check-attr"
+#: learned to take an optional tree-ish to read the .gitattributes file from).
+GIT_CHECK_ATTR_SOURCE = (2, 40)
+#: ``git --attr-source=<tree>`` for any command (attributes read from that tree, not the work
+#: tree) came in 2.41 (RelNotes/2.41.0.txt: "git --attr-source=<tree> cmd $args" is a new way
+#: to have any command to read attributes not from the working tree).
+GIT_ATTR_SOURCE = (2, 41)
 
 Debug = Callable[[str], None]
 

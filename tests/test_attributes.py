@@ -1,0 +1,195 @@
+"""Per-path conversion decided and applied as git's checkout does (git/attributes.py).
+
+One repository holds every content kind under every attribute setting; it is
+checked out by git under each eol configuration, and the bytes git wrote are
+compared with what ``classify`` + ``Conversion.apply`` make of the blob.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from attrlib import CONTENTS, git_checkout_clone, init_raw
+from conftest import git
+
+from pcheckout.git import attributes as A
+from pcheckout.git.config import read_config
+from pcheckout.git.runner import Git, discover
+from pcheckout.git.tree import list_tree
+
+#: Attribute settings, one directory each (``gNN/** <setting>``).
+SETTINGS = [
+    "",  # nothing set: core.autocrlf decides
+    "text",
+    "-text",
+    "text=auto",
+    "eol=crlf",
+    "eol=lf",
+    "text eol=crlf",
+    "text=auto eol=crlf",
+    "text=auto eol=lf",
+    "-text eol=crlf",
+    "crlf",
+    "-crlf",
+    "crlf=input",
+    "text=input",
+    "binary",
+    "mine",  # [attr]mine text eol=crlf
+    "ident",
+    "ident eol=crlf",
+    "ident text=auto",
+    "ident text=auto eol=crlf",
+    "ident -text",
+    "!text",
+    "text=bogus eol=bogus",
+    "working-tree-encoding=utf-8 eol=crlf",
+    "filter=nodriver eol=crlf",
+    "filter=cleanonly ident",
+]
+
+CONFIGS = {
+    "plain": {},
+    "autocrlf-true": {"core.autocrlf": "true"},
+    "autocrlf-input": {"core.autocrlf": "input"},
+    "eol-crlf": {"core.eol": "crlf"},
+}
+
+CLEAN_ONLY = {"filter.cleanonly.clean": "cat"}
+
+
+def _files() -> dict[bytes, bytes | tuple[str, bytes]]:
+    lines = [b"[attr]mine text eol=crlf"]
+    files: dict[bytes, bytes | tuple[str, bytes]] = {}
+    for n, setting in enumerate(SETTINGS):
+        d = b"g%02d" % n
+        if setting:
+            lines.append(d + b"/** " + setting.encode())
+        for kind, data in CONTENTS.items():
+            files[d + b"/" + kind.encode() + b".txt"] = data
+        files[d + b"/link"] = ("l", b"lf.txt")  # symlinks never convert
+    # nested overrides, unsets, anchored and ** patterns
+    lines += [b"/top.txt eol=crlf", b"**/deep/*.c ident eol=crlf", b"nest/** text eol=crlf"]
+    files[b"top.txt"] = CONTENTS["lf"]
+    files[b"sub/top.txt"] = CONTENTS["lf"]  # /top.txt is anchored: not this one
+    files[b"a/b/deep/x.c"] = CONTENTS["ident"]
+    files[b"nest/a.txt"] = CONTENTS["lf"]
+    files[b"nest/inner/.gitattributes"] = b"*.txt -text\nb.txt !eol text\n*.lnk eol=crlf\n"
+    files[b"nest/inner/a.txt"] = CONTENTS["lf"]
+    files[b"nest/inner/b.txt"] = CONTENTS["lf"]
+    files[b"nest/inner/c.md"] = CONTENTS["lf"]
+    files[b"nest/inner/l.lnk"] = ("l", b"a.txt")
+    files[b".gitattributes"] = b"\n".join(lines) + b"\n"
+    return files
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    base = tmp_path_factory.mktemp("attr-matrix")
+    return init_raw(base / "src", _files())
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGS))
+def checked_out(
+    request: pytest.FixtureRequest, matrix: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Path, dict[str, str]]]:
+    config = {**CONFIGS[request.param], **CLEAN_ONLY}
+    dest = tmp_path_factory.mktemp("git-" + request.param) / "w"
+    yield git_checkout_clone(matrix, dest, config), config
+
+
+def test_conversion_equals_git_checkout(checked_out: tuple[Path, dict[str, str]]) -> None:
+    work, _config = checked_out
+    g = Git(work)
+    repo = discover(g)
+    cfg = read_config(g)
+    tree = git(work, "rev-parse", "HEAD^{tree}").decode().strip()
+    entries = list_tree(g, tree)
+    plan = A.plan_conversion(g, repo, cfg, tree, entries)
+    assert plan.sources[0] == "the tree has .gitattributes"
+    wrong = []
+    for e, conv in zip(entries, plan.per_entry, strict=True):
+        full = os.fsencode(work) + b"/" + e.path
+        if e.mode == 0o120000:
+            assert conv is None
+            continue
+        blob = git(work, "cat-file", "blob", e.oid)
+        want = Path(os.fsdecode(full)).read_bytes()
+        got = blob if conv is None else conv.apply(blob, e.oid)
+        assert conv is None or not conv.by_git, e.path
+        if got != want:
+            wrong.append((e.path, conv, blob, want, got))
+        if conv is None:
+            assert blob == want, f"{e.path!r} classified raw but git converted it"
+    assert not wrong, wrong[:3]
+
+
+def test_counts_and_reasons(checked_out: tuple[Path, dict[str, str]]) -> None:
+    work, config = checked_out
+    g = Git(work)
+    tree = git(work, "rev-parse", "HEAD^{tree}").decode().strip()
+    entries = list_tree(g, tree)
+    plan = A.plan_conversion(g, discover(g), read_config(g), tree, entries)
+    assert plan.converted == sum(1 for c in plan.per_entry if c is not None)
+    assert plan.by_git == 0
+    assert plan.counts["ident"] >= len(A.CONVERT_ATTRS)
+    assert ("crlf" in plan.counts) is True
+
+
+def test_text_auto_eol_lf_converts_nothing(tmp_path: Path) -> None:
+    src = init_raw(tmp_path / "src", {b".gitattributes": b"* text=auto eol=lf\n",
+                                      b"a.txt": CONTENTS["lf"], b"b.txt": CONTENTS["crlf"]})
+    g = Git(src)
+    tree = git(src, "rev-parse", "HEAD^{tree}").decode().strip()
+    plan = A.plan_conversion(g, discover(g), read_config(g), tree, list_tree(g, tree))
+    assert plan.sources and not plan.any and plan.counts == {}
+
+
+def test_no_sources_runs_no_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = init_raw(tmp_path / "src", {b"a.txt": CONTENTS["lf"]})
+    g = Git(src)
+    tree = git(src, "rev-parse", "HEAD^{tree}").decode().strip()
+    entries = list_tree(g, tree)
+    repo, cfg = discover(g), read_config(g)
+
+    def boom(*_a: object, **_k: object) -> None:
+        raise AssertionError("no git process may run")
+
+    monkeypatch.setattr(Git, "run", boom)
+    plan = A.plan_conversion(g, repo, cfg, tree, entries)
+    assert plan.sources == [] and not plan.any
+
+
+def test_info_attributes_and_drivers(tmp_path: Path) -> None:
+    src = init_raw(tmp_path / "src", {b"a.up": b"x\n", b"b.up": b"y\n", b"c.txt": b"z\n",
+                                      b"d.w": b"w\n"})
+    (src / ".git" / "info").mkdir(exist_ok=True)
+    (src / ".git" / "info" / "attributes").write_bytes(
+        b"*.up filter=up\nb.up filter=none\n*.txt filter=req\n*.w working-tree-encoding=UTF-16\n")
+    git(src, "config", "filter.up.smudge", "tr a-z A-Z")
+    git(src, "config", "filter.req.required", "true")
+    g = Git(src)
+    tree = git(src, "rev-parse", "HEAD^{tree}").decode().strip()
+    entries = list_tree(g, tree)
+    plan = A.plan_conversion(g, discover(g), read_config(g), tree, entries)
+    by_path = {e.path: c for e, c in zip(entries, plan.per_entry, strict=True)}
+    assert by_path[b"a.up"] is not None and by_path[b"a.up"].driver == "up"
+    assert by_path[b"b.up"] is None  # no driver "none" configured: no conversion
+    assert by_path[b"c.txt"] is not None and by_path[b"c.txt"].by_git  # required: git decides
+    assert by_path[b"d.w"] is not None and by_path[b"d.w"].encoding == "UTF-16"
+    assert plan.by_git == 3
+    assert plan.counts == {"filter=up": 1, "filter=req": 1, "working-tree-encoding=UTF-16": 1}
+    assert plan.sources == ["$GIT_DIR/info/attributes exists"]
+
+
+def test_attributes_come_from_the_tree_not_the_work_tree(tmp_path: Path) -> None:
+    src = init_raw(tmp_path / "src", {b".gitattributes": b"*.txt eol=crlf\n", b"a.txt": b"a\n"})
+    git(src, "checkout", "-q", "-f", "HEAD")
+    (src / ".gitattributes").write_bytes(b"*.txt -text\n")  # a local edit must not count
+    g = Git(src)
+    tree = git(src, "rev-parse", "HEAD^{tree}").decode().strip()
+    entries = list_tree(g, tree)
+    plan = A.plan_conversion(g, discover(g), read_config(g), tree, entries)
+    assert plan.counts == {"crlf": 1}
