@@ -11,12 +11,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyfakefs.fake_filesystem import FakeFilesystem
 from rich.console import Console
 
+from pcheckout.cli import render
 from pcheckout.errors import DetectError
-from pcheckout.fs import detect as fsdetect
+from pcheckout.fs import kinds, probe
 from pcheckout.fs import mountinfo as mi
-from pcheckout.fs.detect import Device, FsInfo, detect, resolve_devices
+from pcheckout.fs.detect import FsInfo, detect
+from pcheckout.fs.kinds import Device
+from pcheckout.fs.probe import PathProbe, resolve_devices
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mountinfo"
 LINUX = sys.platform.startswith("linux") and os.path.exists(mi.PROC_SELF_MOUNTINFO)
@@ -92,7 +96,8 @@ def test_overlay_reports_its_upper_layer_kind() -> None:
     assert docker.upper_kind == "unknown"  # upper is on ext4 on nvme, media not examined
     assert docker.latency_bound is None
     on_tmpfs = detect("/srv/tmp-overlay/x", mountinfo=table)
-    assert (on_tmpfs.kind, on_tmpfs.upper_kind, on_tmpfs.latency_bound) == ("overlay", "tmpfs", False)
+    on_tmpfs_seen = (on_tmpfs.kind, on_tmpfs.upper_kind, on_tmpfs.latency_bound)
+    assert on_tmpfs_seen == ("overlay", "tmpfs", False)
     read_only = detect("/srv/ro-overlay/x", mountinfo=table)
     assert read_only.upper_kind is None
     assert any("read-only" in n for n in read_only.notes)
@@ -106,8 +111,13 @@ def test_btrfs_subvolume_is_found_by_mount_point() -> None:
 
 def test_mount_key_ignores_addresses_but_not_versions() -> None:
     a = detect("/mnt/nfs/test", mountinfo=FIXTURES / "nfs40.txt")
-    moved = FsInfo(**{**a.__dict__, "mount_id": 999,
-                      "options": {**a.options, "clientaddr": "10.9.9.9", "addr": "10.1.1.1"}})
+    moved = FsInfo(
+        **{
+            **a.__dict__,
+            "mount_id": 999,
+            "options": {**a.options, "clientaddr": "10.9.9.9", "addr": "10.1.1.1"},
+        }
+    )
     assert moved.mount_key == a.mount_key
     upgraded = FsInfo(**{**a.__dict__, "options": {**a.options, "vers": "4.2"}})
     assert upgraded.mount_key != a.mount_key
@@ -139,17 +149,20 @@ def test_relative_path_is_made_absolute() -> None:
 
 
 def test_magic_numbers_classify_like_their_fstypes() -> None:
-    assert fsdetect.classify_fstype(fsdetect.F_TYPE_NAMES[0x6969]) == "nfs"
-    assert fsdetect.classify_fstype(fsdetect.F_TYPE_NAMES[0xFE534D42]) == "smb"
-    assert fsdetect.classify_fstype(fsdetect.F_TYPE_NAMES[0x65735546]) == "fuse"
-    assert fsdetect.classify_fstype(fsdetect.F_TYPE_NAMES[0x01021994]) == "tmpfs"
-    assert fsdetect.classify_fstype(fsdetect.F_TYPE_NAMES[0x0BD00BD0]) == "network"
+    assert kinds.classify_fstype(kinds.F_TYPE_NAMES[0x6969]) == "nfs"
+    assert kinds.classify_fstype(kinds.F_TYPE_NAMES[0xFE534D42]) == "smb"
+    assert kinds.classify_fstype(kinds.F_TYPE_NAMES[0x65735546]) == "fuse"
+    assert kinds.classify_fstype(kinds.F_TYPE_NAMES[0x01021994]) == "tmpfs"
+    assert kinds.classify_fstype(kinds.F_TYPE_NAMES[0x0BD00BD0]) == "network"
 
 
 # --- block devices through a fake /sys (pyfakefs) ----------------------------------------------
 
 
-def _disk(fs, name: str, rotational: str, *, bus: str = "pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0", dev: str) -> str:  # type: ignore[no-untyped-def]
+_SATA = "pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0"
+
+
+def _disk(fs: FakeFilesystem, name: str, rotational: str, *, bus: str = _SATA, dev: str) -> str:
     real = f"/sys/devices/{bus}/block/{name}"
     fs.create_file(f"{real}/queue/rotational", contents=rotational + "\n")
     fs.create_symlink(f"/sys/dev/block/{dev}", real)
@@ -157,19 +170,19 @@ def _disk(fs, name: str, rotational: str, *, bus: str = "pci0000:00/0000:00:1f.2
     return real
 
 
-def _partition(fs, disk_real: str, name: str, dev: str) -> None:  # type: ignore[no-untyped-def]
+def _partition(fs: FakeFilesystem, disk_real: str, name: str, dev: str) -> None:
     real = f"{disk_real}/{name}"
     fs.create_file(f"{real}/partition", contents="1\n")
     fs.create_symlink(f"/sys/dev/block/{dev}", real)
 
 
-def test_partition_resolves_to_its_disk(fs) -> None:  # type: ignore[no-untyped-def]
+def test_partition_resolves_to_its_disk(fs: FakeFilesystem) -> None:
     sda = _disk(fs, "sda", "0", dev="8:0")
     _partition(fs, sda, "sda1", "8:1")
     assert resolve_devices(8, 1) == (Device("sda", False, False),)
 
 
-def test_dm_walks_slaves_to_leaf_disks(fs) -> None:  # type: ignore[no-untyped-def]
+def test_dm_walks_slaves_to_leaf_disks(fs: FakeFilesystem) -> None:
     sda = _disk(fs, "sda", "0", dev="8:0")
     _partition(fs, sda, "sda2", "8:2")
     _disk(fs, "sdb", "1", dev="8:16")
@@ -180,31 +193,33 @@ def test_dm_walks_slaves_to_leaf_disks(fs) -> None:  # type: ignore[no-untyped-d
     fs.create_symlink("/sys/dev/block/253:0", dm)
     devices = resolve_devices(253, 0)
     assert devices == (Device("sda", False, False), Device("sdb", True, False))
-    c = fsdetect._classify_block("ext4", "/dev/mapper/vg-root", devices, True)
+    c = kinds.classify_block("ext4", "/dev/mapper/vg-root", devices, True)
     assert c.kind == "hdd"  # one spinning disk in the set makes it hdd
 
 
-def test_virtio_disk_is_virtual_whatever_its_flag_says(fs) -> None:  # type: ignore[no-untyped-def]
+def test_virtio_disk_is_virtual_whatever_its_flag_says(fs: FakeFilesystem) -> None:
     _disk(fs, "vda", "1", bus="pci0000:00/0000:00:02.0/virtio1", dev="254:0")
     devices = resolve_devices(254, 0)
     assert devices == (Device("vda", True, True),)
-    assert fsdetect._classify_block("ext4", "/dev/vda", devices, True).kind == "virtual"
+    assert kinds.classify_block("ext4", "/dev/vda", devices, True).kind == "virtual"
 
 
-def test_scsi_disk_behind_virtio_scsi_is_virtual(fs) -> None:  # type: ignore[no-untyped-def]
-    _disk(fs, "sda", "1", bus="pci0000:00/0000:00:04.0/virtio2/host0/target0:0:0/0:0:0:0", dev="8:0")
+def test_scsi_disk_behind_virtio_scsi_is_virtual(fs: FakeFilesystem) -> None:
+    virtio_scsi = "pci0000:00/0000:00:04.0/virtio2/host0/target0:0:0/0:0:0:0"
+    _disk(fs, "sda", "1", bus=virtio_scsi, dev="8:0")
     assert resolve_devices(8, 0) == (Device("sda", True, True),)
 
 
-def test_nvme_ssd(fs) -> None:  # type: ignore[no-untyped-def]
-    nvme = _disk(fs, "nvme0n1", "0", bus="pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0", dev="259:0")
+def test_nvme_ssd(fs: FakeFilesystem) -> None:
+    nvme_bus = "pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0"
+    nvme = _disk(fs, "nvme0n1", "0", bus=nvme_bus, dev="259:0")
     _partition(fs, nvme, "nvme0n1p2", "259:2")
     devices = resolve_devices(259, 2)
     assert devices == (Device("nvme0n1", False, False),)
-    assert fsdetect._classify_block("xfs", "/dev/nvme0n1p2", devices, True).kind == "ssd"
+    assert kinds.classify_block("xfs", "/dev/nvme0n1p2", devices, True).kind == "ssd"
 
 
-def test_loop_with_unresolvable_backing_file_is_virtual(fs) -> None:  # type: ignore[no-untyped-def]
+def test_loop_with_unresolvable_backing_file_is_virtual(fs: FakeFilesystem) -> None:
     loop = "/sys/devices/virtual/block/loop3"
     fs.create_file(f"{loop}/queue/rotational", contents="0\n")
     fs.create_file(f"{loop}/loop/backing_file", contents="/srv/images/disk.img (deleted)\n")
@@ -212,15 +227,15 @@ def test_loop_with_unresolvable_backing_file_is_virtual(fs) -> None:  # type: ig
     assert resolve_devices(7, 3) == (Device("loop3", False, True),)
 
 
-def test_anonymous_and_unknown_devices_resolve_to_nothing(fs) -> None:  # type: ignore[no-untyped-def]
+def test_anonymous_and_unknown_devices_resolve_to_nothing(fs: FakeFilesystem) -> None:
     fs.create_dir("/sys/dev/block")
     assert resolve_devices(0, 45) == ()
     assert resolve_devices(8, 99) == ()
-    c = fsdetect._classify_block("btrfs", "/dev/sda2", (), True)
+    c = kinds.classify_block("btrfs", "/dev/sda2", (), True)
     assert c.kind == "virtual" and "could not be resolved" in c.notes[0]
 
 
-def test_device_cycle_does_not_recurse_forever(fs) -> None:  # type: ignore[no-untyped-def]
+def test_device_cycle_does_not_recurse_forever(fs: FakeFilesystem) -> None:
     a, b = "/sys/devices/virtual/block/dm-1", "/sys/devices/virtual/block/dm-2"
     fs.create_symlink(f"{a}/slaves/dm-2", b)
     fs.create_symlink(f"{b}/slaves/dm-1", a)
@@ -234,24 +249,23 @@ def test_device_cycle_does_not_recurse_forever(fs) -> None:  # type: ignore[no-u
 def test_call_with_timeout_gives_up_on_a_stuck_call() -> None:
     release = threading.Event()
     with pytest.raises(TimeoutError):
-        fsdetect.call_with_timeout(lambda: release.wait(30), 0.05)
+        probe.call_with_timeout(lambda: release.wait(30), 0.05)
     release.set()
-    assert fsdetect.call_with_timeout(lambda: 42, 5) == 42
+    assert probe.call_with_timeout(lambda: 42, 5) == 42
     with pytest.raises(ZeroDivisionError):
-        fsdetect.call_with_timeout(lambda: 1 // 0, 5)
+        probe.call_with_timeout(lambda: 1 // 0, 5)
 
 
 @pytest.mark.skipif(not LINUX, reason="needs Linux /proc")
-def test_detect_survives_a_probe_that_never_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_detect_survives_a_probe_that_never_answers() -> None:
     release = threading.Event()
 
-    def stuck(path: str) -> object:
+    def stuck(path: str) -> PathProbe:
         release.wait(30)
         raise OSError("released")
 
-    monkeypatch.setattr(fsdetect, "_probe", stuck)
     try:
-        info = detect("/", timeout=0.05)
+        info = detect("/", timeout=0.05, probe=stuck)
     finally:
         release.set()
     assert info.mount_point == "/"
@@ -259,12 +273,11 @@ def test_detect_survives_a_probe_that_never_answers(monkeypatch: pytest.MonkeyPa
 
 
 @pytest.mark.skipif(not LINUX, reason="needs Linux /proc")
-def test_detect_survives_a_failing_probe(monkeypatch: pytest.MonkeyPatch) -> None:
-    def failing(path: str) -> object:
+def test_detect_survives_a_failing_probe() -> None:
+    def failing(path: str) -> PathProbe:
         raise PermissionError(13, "Permission denied", path)
 
-    monkeypatch.setattr(fsdetect, "_probe", failing)
-    info = detect("/")
+    info = detect("/", probe=failing)
     assert info.mount_point == "/" and any("Permission denied" in n for n in info.notes)
 
 
@@ -287,7 +300,7 @@ def test_psutil_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
     ]
     monkeypatch.setattr(psutil, "disk_partitions", lambda all=False: parts)
     monkeypatch.setattr(mi, "PROC_SELF_MOUNTINFO", str(tmp_path / "no-proc"))
-    monkeypatch.setattr(fsdetect.sys, "platform", "darwin")
+    monkeypatch.setattr(sys, "platform", "darwin")
     assert detect("/Volumes/share/x").kind == "smb"
     assert detect("/Volumes/nfs/x").kind == "nfs"
     local = detect("/Users/alice")
@@ -301,18 +314,20 @@ def test_psutil_fallback(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Non
 def test_render_plain_and_rich() -> None:
     info = detect("/mnt/build", mountinfo=FIXTURES / "nfs3.txt")
     out = io.StringIO()
-    fsdetect.render(Console(file=out, force_terminal=False, width=80), info)
+    render.fs_info(Console(file=out, force_terminal=False, width=80), info)
     text = out.getvalue()
     assert "kind: nfs" in text and "NFS version: 3" in text and "note: " in text
     out = io.StringIO()
-    fsdetect.render(Console(file=out, force_terminal=True, width=100), info)
+    render.fs_info(Console(file=out, force_terminal=True, width=100), info)
     assert "10.117.49.202:/export/build" in out.getvalue()
 
 
 # --- this machine's real mounts ----------------------------------------------------------------
 
 needs_linux = pytest.mark.skipif(not LINUX, reason="needs Linux /proc/self/mountinfo")
-needs_root = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to mount")
+needs_root = pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to mount"
+)
 
 
 @needs_linux

@@ -204,8 +204,10 @@ def _summary(r: Result) -> str:
 def _print_plan(r: Result) -> None:
     from rich.console import Console  # see ConsoleReporter.start
 
+    from pcheckout.cli import render  # imports rich: see ConsoleReporter.start
+
     console = Console()
-    fsdetect.render(console, r.filesystem)
+    render.fs_info(console, r.filesystem)
     plan = r.plan
     what = {"checkout": "write", "export": "write", "resume": "resume", "switch": "update"}
     console.print(
@@ -263,13 +265,15 @@ def _report(args: argparse.Namespace, result: Result) -> int:
 def _cmd_detect(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     from rich.console import Console  # see ConsoleReporter.start
 
+    from pcheckout.cli import render  # imports rich: see ConsoleReporter.start
+
     if args.mountinfo and not os.path.isfile(args.mountinfo):
         raise UsageError(f"--mountinfo: no such file: {args.mountinfo}")
     info = fsdetect.detect(args.path, mountinfo=args.mountinfo)
     if args.json:
         print(json.dumps(info.to_json(), indent=2))
     else:
-        fsdetect.render(Console(), info)
+        render.fs_info(Console(), info)
     return 0
 
 

@@ -1,0 +1,64 @@
+"""What ``pcheckout detect`` shows: rich tables on a terminal.
+
+The core returns typed results (:class:`~pcheckout.fs.detect.FsInfo`); only this package turns
+them into text.  This
+module imports rich at the top: :mod:`pcheckout.cli.main` imports it only for a command that
+renders, so a checkout without a report does not pay for it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.table import Table
+from rich.text import Text
+
+from pcheckout.fs.kinds import rotational_flag
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from pcheckout.fs.detect import FsInfo
+
+def _fs_rows(info: FsInfo) -> list[tuple[str, str]]:
+    kind = info.kind + (f" (upper layer: {info.upper_kind})" if info.upper_kind else "")
+    devices = ", ".join(
+        f"{d.name} (rotational={rotational_flag(d.rotational)}{', virtual' if d.virtual else ''})"
+        for d in info.devices
+    )
+    opts = ",".join(k if v is None else f"{k}={v}" for k, v in info.options.items())
+    rows = [
+        ("path", info.path),
+        ("examined", info.probed_path),
+        ("mount point", info.mount_point),
+        ("filesystem", info.fstype),
+        ("source", info.source),
+        ("kind", kind),
+        ("latency-bound", {True: "yes", False: "no", None: "unknown"}[info.latency_bound]),
+    ]
+    if info.nfs_version:
+        rows.append(("NFS version", info.nfs_version))
+    if info.f_type is not None:
+        rows.append(("statfs f_type", f"0x{info.f_type:x}"))
+    if devices:
+        rows.append(("devices", devices))
+    rows.append(("options", opts))
+    return rows
+
+
+def fs_info(console: Console, info: FsInfo) -> None:
+    """``pcheckout detect``: a rich table on a terminal, plain ``key: value`` lines otherwise."""
+    if not console.is_terminal:
+        for key, value in _fs_rows(info):
+            console.print(f"{key}: {value}", markup=False, highlight=False, soft_wrap=True)
+        for note in info.notes:
+            console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+        return
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for key, value in _fs_rows(info):
+        table.add_row(key, Text(value))
+    console.print(table)
+    for note in info.notes:
+        console.print(Text("• " + note, style="dim"))
