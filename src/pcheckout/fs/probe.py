@@ -8,7 +8,6 @@ server, so :mod:`pcheckout.fs.detect` runs :func:`probe_path` through :func:`cal
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import stat
 import sys
@@ -91,13 +90,30 @@ class _Statfs(ctypes.Structure):
 _libc: ctypes.CDLL | None = None
 
 
+def _load_libc() -> ctypes.CDLL:
+    """The C library already loaded into this process.
+
+    ``CDLL(None)`` is ``dlopen(NULL)``: the interpreter's own symbols, libc's among them, with no
+    file to find.  ``ctypes.util.find_library("c")`` runs ``ldconfig -p``, a process per run
+    (docs/filesystems.md, step 4), so it is only the fallback for an interpreter that does not
+    export ``statfs``.
+    """
+    libc = ctypes.CDLL(None, use_errno=True)
+    if hasattr(libc, "statfs"):
+        return libc
+    # Imported here: ctypes.util is needed only on this fallback, never on glibc or musl.
+    from ctypes.util import find_library
+
+    return ctypes.CDLL(find_library("c"), use_errno=True)
+
+
 def statfs_f_type(path: str) -> int | None:
     """``statfs(path).f_type`` masked to 32 bits; ``None`` where the call is not available."""
     global _libc
     if not sys.platform.startswith("linux") or ctypes.sizeof(ctypes.c_long) != 8:
         return None
     if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        _libc = _load_libc()
     buf = _Statfs()
     if _libc.statfs(os.fsencode(path), ctypes.byref(buf)) != 0:
         err = ctypes.get_errno()
