@@ -8,25 +8,17 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from rich.console import Console
 
+from pcheckout.cli.render import tune_result as render
 from pcheckout.errors import DestinationError, UsageError
 from pcheckout.fs.detect import FsInfo, detect
 from pcheckout.plan.policy import Tuned
-from pcheckout.plan.tune import (
-    TuneOptions,
-    TuneResult,
-    cache_path,
-    forget,
-    lookup,
-    pick_knee,
-    render,
-    run_tune,
-    store,
-    worker_counts,
-)
+from pcheckout.plan.tune import TuneOptions, pick_knee, run_tune, worker_counts
+from pcheckout.plan.tunecache import TuneResult, cache_path, forget, lookup, store
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -74,7 +66,13 @@ def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_knee_is_the_smallest_count_within_threshold() -> None:
     curve = [
-        (64, 1000.0), (32, 1010.0), (16, 970.0), (8, 700.0), (4, 400.0), (2, 210.0), (1, 100.0)
+        (64, 1000.0),
+        (32, 1010.0),
+        (16, 970.0),
+        (8, 700.0),
+        (4, 400.0),
+        (2, 210.0),
+        (1, 100.0),
     ]
     assert pick_knee(curve, 0.05) == 16  # 970 >= 1010 * 0.95
     assert pick_knee(curve, 0.0) == 32
@@ -226,13 +224,14 @@ def test_interrupt_removes_the_scratch_directory() -> None:
                 raise KeyboardInterrupt
 
         with pytest.raises(KeyboardInterrupt):
-            run_tune(TuneOptions(d, max_workers=4, files=200, rounds=3), fs=detect(d),
-                     progress=progress)
+            run_tune(
+                TuneOptions(d, max_workers=4, files=200, rounds=3), fs=detect(d), progress=progress
+            )
         assert os.listdir(d) == []
         assert lookup(detect(d)) is None  # nothing half-measured was stored
 
 
-def _latencyfs():  # type: ignore[no-untyped-def]
+def _latencyfs() -> ModuleType:
     path = REPO / "scripts" / "latencyfs.py"
     if not path.exists():
         pytest.skip("scripts/latencyfs.py is not there (the latency filesystem is not built yet)")
@@ -258,8 +257,10 @@ def test_latency_filesystem_gets_a_clearly_larger_count_than_tmpfs(tmp_path: Pat
     except Exception as exc:  # noqa: BLE001 - any failure to mount means "no FUSE here"
         pytest.skip(f"cannot mount the latency filesystem: {exc}")
     try:
-        slow = run_tune(TuneOptions(str(mountpoint), max_workers=32, duration=2.0, rounds=2),
-                        fs=detect(str(mountpoint)))
+        slow = run_tune(
+            TuneOptions(str(mountpoint), max_workers=32, duration=2.0, rounds=2),
+            fs=detect(str(mountpoint)),
+        )
     finally:
         ctx.__exit__(None, None, None)
     assert list(backing.iterdir()) == []  # scratch removed through the mount

@@ -24,7 +24,7 @@ from pcheckout.errors import Interrupted, PcheckoutError, UsageError
 from pcheckout.export import export
 from pcheckout.fs import detect as fsdetect
 from pcheckout.options import CheckoutOptions, ExportOptions, Result
-from pcheckout.plan import policy
+from pcheckout.plan import policy, tunecache
 from pcheckout.write.forked import MIN_ENTRIES
 
 if TYPE_CHECKING:
@@ -280,6 +280,7 @@ def _cmd_detect(args: argparse.Namespace, ui: ConsoleReporter) -> int:
 def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     from rich.console import Console  # see ConsoleReporter.start
 
+    from pcheckout.cli import render  # imports rich: see ConsoleReporter.start
     from pcheckout.plan import tune  # the measurement workload: only this command runs it
 
     if args.max_workers < 1:
@@ -288,7 +289,7 @@ def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
         raise UsageError(f"not a directory: {args.path}")
     fs = fsdetect.detect(args.path)
     if args.forget:
-        dropped = tune.forget(fs)
+        dropped = tunecache.forget(fs)
         if args.json:
             print(json.dumps({"forgotten": dropped, "mount_key": fs.mount_key}))
         elif not args.quiet:
@@ -303,7 +304,7 @@ def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     elif not args.quiet:
-        tune.render(Console(), result)
+        render.tune_result(Console(), result)
     return 0
 
 

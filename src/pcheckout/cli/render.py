@@ -1,7 +1,7 @@
-"""What ``pcheckout detect`` shows: rich tables on a terminal.
+"""What ``pcheckout detect`` and ``pcheckout tune`` show: rich tables on a terminal.
 
-The core returns typed results (:class:`~pcheckout.fs.detect.FsInfo`); only this package turns
-them into text.  This
+The core returns typed results (:class:`~pcheckout.fs.detect.FsInfo`,
+:class:`~pcheckout.plan.tunecache.TuneResult`); only this package turns them into text.  This
 module imports rich at the top: :mod:`pcheckout.cli.main` imports it only for a command that
 renders, so a checkout without a report does not pay for it.
 """
@@ -14,11 +14,17 @@ from rich.table import Table
 from rich.text import Text
 
 from pcheckout.fs.kinds import rotational_flag
+from pcheckout.plan.tunecache import cache_path
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from pcheckout.fs.detect import FsInfo
+    from pcheckout.plan.tunecache import TuneResult
+
+#: Width of the longest bar in the ``tune`` chart, in cells.
+_BAR_WIDTH = 40
+
 
 def _fs_rows(info: FsInfo) -> list[tuple[str, str]]:
     kind = info.kind + (f" (upper layer: {info.upper_kind})" if info.upper_kind else "")
@@ -62,3 +68,33 @@ def fs_info(console: Console, info: FsInfo) -> None:
     console.print(table)
     for note in info.notes:
         console.print(Text("• " + note, style="dim"))
+
+
+def tune_result(console: Console, result: TuneResult) -> None:
+    """``pcheckout tune``: a bar chart of files/s per worker count, the chosen count marked."""
+    best_n, best = max(result.curve, key=lambda p: (p[1], -p[0]))
+    table = Table(
+        title=f"pcheckout tune: {result.mount_point} ({result.kind}), {result.measured_on}",
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+    )
+    table.add_column("workers", justify="right")
+    table.add_column("files/s", justify="right")
+    table.add_column("", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    for n, rate in sorted(result.curve):
+        chosen = n == result.workers
+        cells = max(0, round(_BAR_WIDTH * rate / best)) if best > 0 else 0
+        bar = Text("█" * cells, style="bold green" if chosen else "cyan")
+        if cells == 0 and rate > 0:
+            bar = Text("▏", style="cyan")
+        mark = Text("◀ chosen", style="bold green") if chosen else Text("")
+        table.add_row(Text(str(n), style="bold" if chosen else ""), f"{rate:,.0f}", bar, mark)
+    console.print(table)
+    console.print(
+        f"chose [bold]{result.workers}[/bold] workers: the smallest count within "
+        f"{result.threshold:.0%} of the best ({best:,.0f} files/s at {best_n}); "
+        f"stored for this mount in {cache_path()}",
+        highlight=False,
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pcheckout.errors import PcheckoutError
 from pcheckout.fs.detect import FsInfo, detect
-from pcheckout.plan import policy
+from pcheckout.plan import policy, tunecache
 
 
 def plan_for(
@@ -49,11 +49,7 @@ def plan_for(
 
 def _tuned(fs: FsInfo) -> policy.Tuned | None:
     """A stored ``pcheckout tune`` result for ``fs``'s mount; an unreadable cache is none."""
-    # Imported here: the tune module pulls in the measurement workload, which a
-    # checkout never runs (its import cost counts on small trees).
-    from pcheckout.plan import tune
-
     try:
-        return tune.lookup(fs)
+        return tunecache.lookup(fs)
     except (PcheckoutError, OSError, ValueError):
         return None

@@ -1,7 +1,7 @@
 """``pcheckout tune``: measure a mount once, pick the knee, remember it per mount.
 
-A static table cannot know a given NFS server, SMB share or virtual disk (issue 5; the idea is
-Ævar's unmerged "measure and write checkout.workers" job, research anchors-checkout.md §1).  So:
+A static table cannot know a given NFS server, SMB share or virtual disk (the idea is Ævar's
+unmerged "measure and write checkout.workers" job for git; docs/tuning.md).  So:
 
 1. In a scratch directory under PATH, write a checkout-like workload -- many small files across
    directories: mkdir + create + write + close, some chmod and symlinks -- with N plain threads
@@ -9,7 +9,9 @@ A static table cannot know a given NFS server, SMB share or virtual disk (issue 
    ``t/perf/p5302`` (plus the CPU counts, so they are tried themselves).  Several rounds,
    interleaved (alternating order), medians.
 2. Pick the knee: the smallest N within :data:`KNEE_THRESHOLD` of the best median.
-3. Store it per mount (:attr:`FsInfo.mount_key`) in :func:`cache_path`, with the date and curve.
+3. Store it per mount (:attr:`FsInfo.mount_key`) with :func:`pcheckout.plan.tunecache.store`,
+   with the date and curve.  A checkout reads it back through :mod:`pcheckout.plan.tunecache`
+   and never imports this module.
 
 The scratch directory is removed afterwards, also on Ctrl-C (SIGINT reaches the main thread,
 which only ever waits with timeouts; the ``finally`` stops the writers and removes it).
@@ -19,28 +21,25 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import json
 import os
 import shutil
+import statistics
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:  # rich is imported only to render: a checkout never pays for it
-    from rich.console import Console
+from dataclasses import dataclass
 
 from pcheckout.errors import DestinationError, UsageError, WriteError
 from pcheckout.fs.detect import FsInfo, detect
-from pcheckout.plan.policy import MAX_WORKERS, CpuInfo, Tuned
+from pcheckout.plan.policy import MAX_WORKERS, CpuInfo
+from pcheckout.plan.tunecache import TuneResult, store
 
 #: The knee: the smallest count whose median throughput is within this fraction of the best.
-#: Issue 5 asks for "a few percent"; 5% is a guess in that range.  Not yet validated on a quiet
-#: machine: every tmpfs run here had colleagues' benchmarks on both CPUs, and per-round rates
-#: then varied by up to 2x (docs/tuning.md), far more than 5%; medians of 3 rounds help only so far.
+#: "A few percent" was asked for; 5% is a guess in that range.  Not yet validated on a quiet
+#: machine: every tmpfs run on the dev VM (2 vCPU) had other benchmarks on both CPUs, and per-round
+#: rates then varied by up to 2x (docs/tuning.md, Measurements), far more than 5%; medians of 3
+#: rounds help only so far.
 KNEE_THRESHOLD: float = 0.05
 
 #: Default budget when neither --files nor --duration is given.  A guess at what a user will wait
@@ -48,7 +47,8 @@ KNEE_THRESHOLD: float = 0.05
 #: 2 ms-latency filesystem still completes ~20 files at 1 worker.
 DEFAULT_DURATION_S: float = 10.0
 #: Share of the budget spent writing; the rest goes to removing what was written.  Measured on
-#: tmpfs: 4 s of writing took 8 s wall, i.e. removal costs about as much as writing.
+#: tmpfs on the dev VM (2 vCPU): 4 s of writing took 8 s wall, i.e. removal costs about as much
+#: as writing (docs/tuning.md, step 4).
 WRITE_SHARE: float = 0.5
 #: Shortest time slice per measurement (thread start-up and the tail would dominate below it).
 MIN_SLICE_S: float = 0.05
@@ -82,41 +82,6 @@ class TuneOptions:
     files: int | None = None  # workload size per measurement
     duration: float | None = None  # seconds budget (bounds the cost)
     rounds: int = 3
-
-
-@dataclass(frozen=True)
-class TuneResult:
-    mount_key: str
-    mount_point: str
-    kind: str
-    measured_on: str  # ISO date
-    workers: int
-    threshold: float
-    curve: tuple[tuple[int, float], ...]  # (worker count, median files/s), descending counts
-    rounds: tuple[tuple[tuple[int, float], ...], ...] = field(default=(), compare=False)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "mount_key": self.mount_key,
-            "mount_point": self.mount_point,
-            "kind": self.kind,
-            "measured_on": self.measured_on,
-            "workers": self.workers,
-            "threshold": self.threshold,
-            "curve": [{"workers": n, "files_per_s": round(r, 1)} for n, r in self.curve],
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TuneResult:
-        return cls(
-            mount_key=str(data["mount_key"]),
-            mount_point=str(data["mount_point"]),
-            kind=str(data["kind"]),
-            measured_on=str(data["measured_on"]),
-            workers=int(data["workers"]),
-            threshold=float(data["threshold"]),
-            curve=tuple((int(p["workers"]), float(p["files_per_s"])) for p in data["curve"]),
-        )
 
 
 # --- knee -----------------------------------------------------------------------------------------
@@ -244,9 +209,7 @@ def _remove_tree(root: str, threads: int = REMOVE_THREADS) -> None:
     """Remove a workload directory in parallel (one job per leaf directory), then the rest."""
     try:
         parents = [e.path for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
-        leaves = [
-            e.path for p in parents for e in os.scandir(p) if e.is_dir(follow_symlinks=False)
-        ]
+        leaves = [e.path for p in parents for e in os.scandir(p) if e.is_dir(follow_symlinks=False)]
     except OSError:
         leaves = []
 
@@ -342,8 +305,6 @@ def run_tune(
                 say(f"round {r + 1}/{opts.rounds}: {n:>3} workers {rate:>10,.0f} files/s")
             per_round.append(tuple(sorted(this_round, reverse=True)))
 
-    import statistics
-
     curve = tuple((n, statistics.median(samples[n])) for n in counts)
     result = TuneResult(
         mount_key=fs.mount_key,
@@ -357,131 +318,3 @@ def run_tune(
     )
     store(result)
     return result
-
-
-# --- the per-mount cache --------------------------------------------------------------------------
-
-_CACHE_VERSION = 1
-
-
-def cache_path() -> Path:
-    """``$XDG_CACHE_HOME/pcheckout/tuned.json`` (default ``~/.cache/pcheckout/tuned.json``)."""
-    base = os.environ.get("XDG_CACHE_HOME") or ""
-    # The XDG spec: a relative path is invalid and must be ignored.
-    root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
-    return root / "pcheckout" / "tuned.json"
-
-
-def _read_cache() -> dict[str, dict[str, Any]]:
-    """The stored results by mount key; an unreadable or foreign file counts as empty."""
-    try:
-        data = json.loads(cache_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("version") != _CACHE_VERSION:
-        return {}
-    mounts = data.get("mounts")
-    if not isinstance(mounts, dict):
-        return {}
-    return {k: v for k, v in mounts.items() if isinstance(v, dict)}
-
-
-def _write_cache(mounts: dict[str, dict[str, Any]]) -> None:
-    """Atomically: a temporary file in the same directory, fsync, rename over the old one."""
-    path = cache_path()
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tuned-", suffix=".json", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"version": _CACHE_VERSION, "mounts": mounts}, f, indent=2, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        raise WriteError(os.fsencode(str(path)), exc) from exc
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
-def store(result: TuneResult) -> Path:
-    """Record ``result`` for its mount (replacing an older one); returns the cache file."""
-    mounts = _read_cache()
-    mounts[result.mount_key] = result.to_json()
-    _write_cache(mounts)
-    return cache_path()
-
-
-def stored(fs: FsInfo) -> TuneResult | None:
-    """The full stored result (with its curve) for exactly this mount, else None."""
-    entry = _read_cache().get(fs.mount_key)
-    if entry is None:
-        return None
-    try:
-        result = TuneResult.from_json(entry)
-    except (KeyError, TypeError, ValueError):
-        return None
-    if result.mount_key != fs.mount_key or not 1 <= result.workers <= MAX_WORKERS:
-        return None
-    return result
-
-
-def lookup(fs: FsInfo) -> Tuned | None:
-    """The stored worker count for exactly this mount, else None (never another mount's)."""
-    result = stored(fs)
-    if result is None:
-        return None
-    return Tuned(workers=result.workers, measured_on=result.measured_on, mount_key=fs.mount_key)
-
-
-def forget(fs: FsInfo) -> bool:
-    """Drop the stored result for this mount; True if there was one."""
-    mounts = _read_cache()
-    if mounts.pop(fs.mount_key, None) is None:
-        return False
-    _write_cache(mounts)
-    return True
-
-
-# --- rendering ------------------------------------------------------------------------------------
-
-_BAR_WIDTH = 40
-
-
-def render(console: Console, result: TuneResult) -> None:
-    """A bar chart: files/s per worker count, the chosen count marked."""
-    from rich.table import Table
-    from rich.text import Text
-
-    best_n, best = max(result.curve, key=lambda p: (p[1], -p[0]))
-    table = Table(
-        title=f"pcheckout tune: {result.mount_point} ({result.kind}), {result.measured_on}",
-        title_justify="left",
-        box=None,
-        pad_edge=False,
-    )
-    table.add_column("workers", justify="right")
-    table.add_column("files/s", justify="right")
-    table.add_column("", no_wrap=True)
-    table.add_column("", no_wrap=True)
-    for n, rate in sorted(result.curve):
-        chosen = n == result.workers
-        cells = max(0, round(_BAR_WIDTH * rate / best)) if best > 0 else 0
-        bar = Text("█" * cells, style="bold green" if chosen else "cyan")
-        if cells == 0 and rate > 0:
-            bar = Text("▏", style="cyan")
-        mark = Text("◀ chosen", style="bold green") if chosen else Text("")
-        table.add_row(
-            Text(str(n), style="bold" if chosen else ""), f"{rate:,.0f}", bar, mark
-        )
-    console.print(table)
-    console.print(
-        f"chose [bold]{result.workers}[/bold] workers: the smallest count within "
-        f"{result.threshold:.0%} of the best ({best:,.0f} files/s at {best_n}); "
-        f"stored for this mount in {cache_path()}",
-        highlight=False,
-    )
