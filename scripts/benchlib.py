@@ -3,6 +3,7 @@ facts. Kept free of benchmark policy so it can be reused (and read) on its own."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shutil
@@ -17,6 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+try:
+    from pcheckout.fs import mountinfo
+except ImportError:  # run from a checkout without the package installed
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+    from pcheckout.fs import mountinfo
 
 # Interval of the RSS poller (10 ms: short enough to catch a checkout's steady state, long
 # enough that polling a handful of processes costs well under 1 % of one core).
@@ -58,10 +65,8 @@ class _TreeRssPoller(threading.Thread):
             except psutil.Error:
                 break
             for p in procs:
-                try:
+                with contextlib.suppress(psutil.Error):
                     total += p.memory_info().rss
-                except psutil.Error:
-                    pass
             self.peak = max(self.peak, total // 1024)
             self.stop.wait(RSS_POLL_SECONDS)
 
@@ -97,14 +102,9 @@ def run_timed(cmd: list[str], env: dict[str, str], cwd: Path | None = None,
 
 
 def fs_type(path: Path) -> str:
-    """Filesystem type of the mount holding ``path`` (longest mount-point prefix)."""
-    path = path.resolve()
-    best, kind = "", "?"
-    for part in psutil.disk_partitions(all=True):
-        mp = part.mountpoint
-        if (str(path) == mp or str(path).startswith(mp.rstrip("/") + "/")) and len(mp) > len(best):
-            best, kind = mp, part.fstype
-    return kind
+    """Filesystem type of the visible mount holding ``path`` (longest mount-point prefix)."""
+    entry = mountinfo.read().find_by_prefix(str(path.resolve()))
+    return entry.fstype if entry is not None else "?"
 
 
 def _cpu_model() -> str:

@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -34,6 +33,7 @@ try:
 except ImportError:  # run from a checkout without the package installed
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
     from pcheckout.errors import PcheckoutError
+from pcheckout.fs import mountinfo
 
 SOURCE_DIR = Path(__file__).resolve().parent / "latencyfs"
 BINARY = SOURCE_DIR / "latencyfs"
@@ -84,22 +84,11 @@ def build() -> Path:
     return BINARY
 
 
-def _unescape(field: str) -> str:
-    # mountinfo escapes space, tab, newline and backslash as \ooo
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
 def _fstype_at(mountpoint: str) -> str | None:
     """The fstype of the topmost mount at ``mountpoint`` (absolute), if any."""
-    found = None
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-        for line in f:
-            fields = line.split()
-            if _unescape(fields[4]) != mountpoint:
-                continue
-            sep = fields.index("-", 6)
-            found = fields[sep + 1]  # later lines are mounted on top
-    return found
+    table = mountinfo.read()
+    here = table.at(mountpoint)
+    return table.topmost(here).fstype if here else None
 
 
 def _abs(path: str | os.PathLike[str]) -> str:
