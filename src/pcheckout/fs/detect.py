@@ -2,10 +2,11 @@
 
 One pipeline, whatever the facts come from (:func:`detect`):
 
-1. **Locate** the mount.  On this machine: probe the path (:func:`~pcheckout.fs.probe.probe_path`:
-   its nearest existing ancestor, its mount id through ``O_PATH`` + ``/proc/self/fdinfo``, its
-   statfs ``f_type``), find that mount id in ``/proc/self/mountinfo``, else the longest
-   mount-point prefix of the resolved path, else the ``f_type`` alone.  From a table captured
+1. **Locate** the mount.  On the local system: probe the path
+   (:func:`~pcheckout.fs.probe.probe_path`: its nearest existing ancestor, its mount id through
+   ``O_PATH`` + ``/proc/self/fdinfo``, its statfs ``f_type``), find that mount id in
+   ``/proc/self/mountinfo``, else the longest mount-point prefix of the resolved path, else the
+   ``f_type`` alone.  From a table captured
    elsewhere (``mountinfo=FILE``): the longest prefix on the path string; nothing local is
    examined.
 2. **Disks**, for block-backed filesystems: their leaf disks through ``/sys/dev/block`` on this
@@ -70,7 +71,7 @@ DEFAULT_TIMEOUT = 2.0
 #: Overlay upper layers may themselves be overlays; stop recursing after this many levels.
 _MAX_OVERLAY_DEPTH = 4
 
-#: Examines a path on this machine (:func:`~pcheckout.fs.probe.probe_path`; tests pass others).
+#: Examines a path on the local system (:func:`~pcheckout.fs.probe.probe_path`; tests pass others).
 Prober = Callable[[str], PathProbe]
 
 
@@ -364,8 +365,8 @@ def _fs_info(
 
 def _detect_psutil(path: str) -> FsInfo:
     """No mount table: psutil's partition list, longest mount-point prefix."""
-    # Imported here: importing psutil costs ~12-16 ms (python -X importtime, dev VM), and only
-    # this fallback off Linux needs it.
+    # Imported here: importing psutil costs ~16 ms (python -X importtime on the dev VM, 2 vCPU),
+    # and only this fallback off Linux needs it.
     import psutil
 
     norm = os.path.normcase(path)

@@ -232,6 +232,8 @@ def rotational_flag(value: bool | None) -> str:
 
 @dataclass(frozen=True)
 class Classified:
+    """A block-backed filesystem's kind, the disks it was judged by, and why."""
+
     kind: Kind
     devices: tuple[Device, ...]
     notes: tuple[str, ...]
@@ -347,4 +349,5 @@ OVERLAY_TOO_DEEP = "overlay upper layers nest too deep; upper kind not determine
 
 
 def overlay_upper_note(upperdir: str, fstype: str, mount_point: str, kind: Kind) -> str:
+    """Where an overlay's writes land, and what kind of filesystem that is."""
     return f"Writes go to the upper layer {upperdir}: {fstype} on {mount_point}, which is {kind}."

@@ -101,7 +101,7 @@ def _load_libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(None, use_errno=True)
     if hasattr(libc, "statfs"):
         return libc
-    # Imported here: ctypes.util is needed only on this fallback, never on glibc or musl.
+    # Imported here: ctypes.util is needed only on this fallback.
     from ctypes.util import find_library
 
     return ctypes.CDLL(find_library("c"), use_errno=True)
