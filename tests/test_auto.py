@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import assert_same_as_git, clone_no_checkout, clone_with_git, make_repo, run_cli
+from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, make_repo, run_cli
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.plan import policy

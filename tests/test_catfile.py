@@ -15,7 +15,7 @@ from typing import Any
 
 import psutil
 import pytest
-from conftest import git, make_repo
+from helpers import git, make_repo
 
 from pcheckout.errors import CatFileError, MissingObjectError
 from pcheckout.git.catfile import EMPTY_TREE, READ_BUFFER, CatFile, State

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import (
+from helpers import (
     assert_same_as_git,
     clone_no_checkout,
     clone_with_git,

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from conftest import clone_no_checkout, git, make_repo, run_cli, snapshot
+from helpers import clone_no_checkout, git, make_repo, run_cli, snapshot
 
 
 def test_checkout_summary_and_quiet(tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
+from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
 
 from pcheckout.checkout import CheckoutOptions, checkout
 

@@ -7,8 +7,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
-from test_faults import FILES, assert_finishes, assert_nothing_partial, no_children, standin_spawn
+from faultkit import FILES, assert_finishes, assert_nothing_partial, no_children, standin_spawn
+from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import GitError, MissingObjectError, PcheckoutError, WriteError
@@ -139,7 +139,7 @@ def test_ctrl_c_to_the_process_group_stops_every_process(
     import sys
     import time
 
-    from test_faults import HANG_S, _our_processes
+    from faultkit import HANG_S, our_processes
 
     src, files = big_repo
     for attempt in range(3):
@@ -161,6 +161,6 @@ def test_ctrl_c_to_the_process_group_stops_every_process(
     assert cli.returncode == 130, err
     assert err == ("pcheckout: error: interrupted by SIGINT; "
                    "run 'pcheckout checkout' again to finish\n")
-    assert _our_processes(ours) == []
+    assert our_processes(ours) == []
     assert not (ours / ".git" / "index").exists()
     assert_nothing_partial(ours, files)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import git, make_repo
+from helpers import git, make_repo
 
 from pcheckout.git.config import read_config
 from pcheckout.git.objects import batch_check

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import assert_same_as_git, clone_with_git, git, write_tree_files
+from helpers import assert_same_as_git, clone_with_git, git, write_tree_files
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import DestinationError
@@ -63,7 +63,7 @@ def stats(request: pytest.FixtureRequest) -> int | None:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
-    from conftest import make_repo
+    from helpers import make_repo
 
     src = make_repo(tmp_path, V1)
     git(src, "tag", "v1")
@@ -195,7 +195,7 @@ def test_symlink_retargeted_locally_is_a_local_change(tmp_path: Path, repo: Path
 
 def test_crlf_clean_filter_is_applied_when_hashing(tmp_path: Path) -> None:
     """A CRLF work-tree file that cleans to the indexed blob is not a local change."""
-    from conftest import make_repo
+    from helpers import make_repo
 
     src = make_repo(tmp_path, {b".gitattributes": b"*.txt text eol=crlf\n", b"a.txt": b"x\ny\n"})
     git(src, "tag", "v1")

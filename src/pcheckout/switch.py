@@ -21,6 +21,7 @@ removed, deepest first.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat as stat_mod
 import time
@@ -58,6 +59,8 @@ from pcheckout.write.indexout import (
     skip_hash,
 )
 from pcheckout.write.worktree import WriteRequest, write_tree
+
+__all__ = ["Merge", "SwitchPlan", "apply_local_changes", "switch", "two_way_merge"]
 
 T = TypeVar("T")
 
@@ -462,10 +465,8 @@ def _delete_parallel(root_b: bytes, paths: list[bytes], threads: _Threads) -> No
             return
         try:
             if stat_mod.S_ISDIR(st.st_mode):  # a gitlink's directory: only if empty
-                try:
+                with contextlib.suppress(OSError):
                     os.rmdir(full)
-                except OSError:
-                    pass
             else:
                 os.unlink(full)
         except OSError as exc:
@@ -491,10 +492,7 @@ def _remove_empty_dirs(root_b: bytes, deleted: set[bytes], written: list[Entry])
             candidates.add(d)
             d = d.rpartition(b"/")[0]
     for d in sorted(candidates - needed, key=lambda x: x.count(b"/"), reverse=True):
-        try:
+        # not empty (untracked files) or already gone: keep it, as git does
+        with contextlib.suppress(OSError):
             os.rmdir(root_b + b"/" + d)
-        except OSError:
-            pass  # not empty (untracked files) or already gone: keep it, as git does
 
-
-__all__ = ["Merge", "SwitchPlan", "apply_local_changes", "switch", "two_way_merge"]

@@ -84,7 +84,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="write nothing; report the filesystem, the work and the plan")
     c.add_argument("--json", action="store_true", help="machine-readable report on stdout")
     c.add_argument("-f", "--force", action="store_true",
-                   help="discard local changes to tracked files (untracked files are never removed)")
+                   help="discard local changes to tracked files "
+                   "(untracked files are never removed)")
 
     e = sub.add_parser("export", parents=[common], help="write a tree alone (no .git, no index)",
                        description="Write REV's tree into DEST, like 'git archive REV | tar -x'.")

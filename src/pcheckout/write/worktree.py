@@ -239,9 +239,13 @@ def _keep_verified(
             ok = blob_oid(os.readlink(path), hash_name) == e.oid
         elif e.mode == MODE_GITLINK:
             ok = stat_mod.S_ISDIR(st.st_mode)
-        elif stat_mod.S_ISREG(st.st_mode) and not conversion and e.size in (-1, st.st_size):
-            if bool(st.st_mode & 0o100) == (e.mode == MODE_EXEC):
-                ok = file_blob_oid(path, st.st_size, hash_name) == e.oid
+        elif (
+            stat_mod.S_ISREG(st.st_mode)
+            and not conversion
+            and e.size in (-1, st.st_size)
+            and bool(st.st_mode & 0o100) == (e.mode == MODE_EXEC)
+        ):
+            ok = file_blob_oid(path, st.st_size, hash_name) == e.oid
         if ok:
             pre_stats[i] = pack_stat(st)
             skip[i] = True
