@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from conftest import git
+from helpers import git
 
 #: Content kinds git's eol and ident rules tell apart.
 CONTENTS: dict[str, bytes] = {

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from attrlib import CONTENTS, git_checkout_clone, init_raw
-from conftest import git
+from helpers import git
 
 from pcheckout.git import attributes as A
 from pcheckout.git.config import read_config
