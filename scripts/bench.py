@@ -98,6 +98,9 @@ class Row:
     name: str
     tool: str  # "pcheckout" | "git" | "archive"
     workers: int | None  # None: pcheckout auto / git default (checkout.workers=1)
+    # pcheckout rows only: run ``python -m pcheckout`` from this source directory instead of
+    # the project's own (--baseline: an older commit, timed in the same interleaved run).
+    source: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -163,7 +166,10 @@ def timed_command(row: Row, work: Path, src: Path, rev: str) -> list[str]:
         verb = ["checkout", "-f", "HEAD"] if rev == "HEAD" else ["checkout", "-q", rev]
         return ["git", "-C", str(work), "-c", f"checkout.workers={n}", *verb]
     if row.tool == "pcheckout":
-        cmd = [*pcheckout_cmd(), "checkout", "-C", str(work)]
+        run = pcheckout_cmd()
+        if row.source is not None:  # PYTHONPATH from bench_env() is replaced for this row
+            run = ["env", f"PYTHONPATH={row.source}", sys.executable, "-m", "pcheckout"]
+        cmd = [*run, "checkout", "-C", str(work)]
         if rev != "HEAD":
             cmd.append(rev)
         if row.workers is not None:
@@ -175,8 +181,18 @@ def timed_command(row: Row, work: Path, src: Path, rev: str) -> list[str]:
     raise ValueError(row.tool)
 
 
-def fresh_rows(workers: tuple[int, ...]) -> list[Row]:
-    rows = [Row("pcheckout auto", "pcheckout", None)]
+def baseline_rows(baseline: Path | None) -> list[Row]:
+    """With --baseline: pcheckout auto from the project's src and from the baseline's, both
+    run the same way (``env PYTHONPATH=SRC python -m pcheckout``), so only the code differs."""
+    if baseline is None:
+        return []
+    return [Row("pcheckout auto (python -m, this tree)", "pcheckout", None, PROJECT / "src"),
+            Row(f"pcheckout auto (python -m, {baseline.parent.name})", "pcheckout", None,
+                baseline)]
+
+
+def fresh_rows(workers: tuple[int, ...], baseline: Path | None = None) -> list[Row]:
+    rows = [Row("pcheckout auto", "pcheckout", None), *baseline_rows(baseline)]
     rows += [Row(f"pcheckout --workers {n}", "pcheckout", n) for n in workers]
     rows.append(Row("git default (workers=1)", "git", None))
     rows += [Row(f"git checkout.workers={n}", "git", n) for n in workers if n != 1]
@@ -184,8 +200,8 @@ def fresh_rows(workers: tuple[int, ...]) -> list[Row]:
     return rows
 
 
-def switch_rows(workers: tuple[int, ...]) -> list[Row]:
-    rows = [Row("pcheckout auto", "pcheckout", None),
+def switch_rows(workers: tuple[int, ...], baseline: Path | None = None) -> list[Row]:
+    rows = [Row("pcheckout auto", "pcheckout", None), *baseline_rows(baseline),
             Row("git default (workers=1)", "git", None)]
     rows += [Row(f"git checkout.workers={n}", "git", n) for n in workers if n != 1]
     return rows
@@ -525,6 +541,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--repo-dir", type=Path, default=PROJECT / "bench-out" / "repos",
                     help="where generated repositories are cached")
     ap.add_argument("--out", type=Path, default=PROJECT / "bench-out" / "run.json")
+    ap.add_argument("--baseline", type=Path, metavar="SRC",
+                    help="another pcheckout's src/ directory (e.g. a git worktree of an older "
+                    "commit): adds rows running it beside this tree's, interleaved")
     a = ap.parse_args(argv)
     a.dests = [d.strip() for d in a.dest.split(",") if d.strip()]
     for d in a.dests:
@@ -547,6 +566,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
+    if a.baseline is not None:
+        a.baseline = a.baseline.resolve()
+        if not (a.baseline / "pcheckout" / "__init__.py").is_file():
+            print(f"[bench] --baseline {a.baseline}: no pcheckout package there", file=sys.stderr)
+            return 2
+        compile_bytecode(a.baseline)
     result: dict[str, Any] = {
         "schema": 1, "argv": [sys.executable, *sys.argv] if argv is None else argv,
         "date": benchlib.now_iso(), "machine": benchlib.machine_facts(),
@@ -603,9 +628,11 @@ def main(argv: list[str] | None = None) -> int:
             files = a.fuse_files if d.latency_ms is not None else a.files
             src, meta = repo(files)
             if not a.no_fresh:
-                emit(Table("fresh", d, src, meta, fresh_rows(a.worker_list), a.runs, "HEAD"))
+                emit(Table("fresh", d, src, meta, fresh_rows(a.worker_list, a.baseline), a.runs,
+                           "HEAD"))
             if a.switch:
-                emit(Table("switch", d, src, meta, switch_rows(a.worker_list), a.runs, "v2"))
+                emit(Table("switch", d, src, meta, switch_rows(a.worker_list, a.baseline), a.runs,
+                           "v2"))
         if a.scaling_list and dests:
             for n in a.scaling_list:
                 src, meta = repo(n)
@@ -627,15 +654,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def compile_bytecode() -> str:
-    """Write pcheckout's .pyc files, as ``pip install`` does for a regular install.
+def compile_bytecode(src: Path = PROJECT / "src") -> str:
+    """Write pcheckout's .pyc files under ``src``, as ``pip install`` does for a regular install.
 
     An editable install writes them on first import, unless PYTHONDONTWRITEBYTECODE is set
     (it is on the machine these tables come from): each run would then compile every module
     again, ~35 ms that no installed copy pays."""
     import compileall
 
-    ok = compileall.compile_dir(str(PROJECT / "src" / "pcheckout"), quiet=1)
+    ok = compileall.compile_dir(str(src / "pcheckout"), quiet=1)
     return "compiled before the run" if ok else "compileall failed"
 
 
