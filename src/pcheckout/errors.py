@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 
 
 def decode(raw: bytes | str) -> str:
@@ -166,8 +167,6 @@ class MountinfoError(DetectError):
 
 class Interrupted(PcheckoutError):
     def __init__(self, signum: int, hint: str = "") -> None:
-        import signal
-
         name = signal.Signals(signum).name
         super().__init__(f"interrupted by {name}" + (f"; {hint}" if hint else ""))
         self.signum = signum

@@ -335,14 +335,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](args, ui)
     except PcheckoutError as exc:
         if debug:
-            import traceback
+            import traceback  # only with --debug
 
             traceback.print_exc()
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         if debug:
-            import traceback
+            import traceback  # only with --debug
 
             traceback.print_exc()
         print(f"{PROG}: error: interrupted; run the same command again to finish",

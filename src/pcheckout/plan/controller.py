@@ -37,18 +37,18 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-#: How often the engine should call :meth:`Controller.observe`.  Issue 5: a 40k-file tmpfs
-#: checkout takes ~1-2 s, so 0.1 s gives it 10-20 intervals -- enough for the baseline and
-#: two or three probes before it ends.  Shorter intervals would be dominated by thread scheduling
-#: jitter (see NOISE_MARGIN for the measured jitter at 0.1 s).
+#: How often the engine should call :meth:`Controller.observe`.  A 40k-file tmpfs checkout takes
+#: ~1-2 s (docs/benchmarks.md, time per file), so 0.1 s gives it 10-20 intervals -- enough for the
+#: baseline and two or three probes before it ends.  Shorter intervals would be dominated by thread
+#: scheduling jitter (see NOISE_MARGIN for the measured jitter at 0.1 s).
 INTERVAL_S: float = 0.1
 
-#: Bytes that cost as much as creating one file (open + write + close + directory entry).
-#: Measured on this machine's tmpfs from one Python thread: a 1-byte file costs 10-17 us, writes
-#: run at 0.41-0.75 ns/byte, so one file ~ 16-31 KiB (3 runs; docs/tuning.md).  Not measured on
-#: network filesystems, where a file costs 2-3 round trips and bytes are relatively cheaper, so
-#: the equivalent is larger; 64 KiB is a guess between the two.  An error here only makes a
-#: big-file phase look somewhat faster or slower; DRIFT absorbs that.
+#: Bytes that cost as much as creating one file (open + write + close + directory entry). Measured
+#: on the dev VM's tmpfs (2 vCPU; docs/benchmarks.md, Machine) from one Python thread: a 1-byte file
+#: costs 10-17 us, writes run at 0.41-0.75 ns/byte, so one file ~ 16-31 KiB (3 runs;
+#: docs/tuning.md).  Not measured on network filesystems, where a file costs 2-3 round trips and
+#: bytes are relatively cheaper, so the equivalent is larger; 64 KiB is a guess between the two.  An
+#: error here only makes a big-file phase look somewhat faster or slower; DRIFT absorbs that.
 BYTES_PER_FILE_COST: int = 64 * 1024
 
 #: Minimum file-equivalents pooled into one sample.  At 1 worker on a 2 ms-latency filesystem
@@ -60,8 +60,9 @@ MIN_SAMPLE_UNITS: float = 32.0
 #: simulation (tests/test_controller.py): with +-10% uniform noise per interval, 8% and 10% let a
 #: flat curve wander one doubling on noise (10 seeds), 12% did not, and the time to reach the
 #: knee of latency-bound curves did not change (doublings below a knee gain 30-100%).  Measured
-#: interval noise here was far larger while colleagues' benchmarks loaded both CPUs (coefficient
-#: of variation 19-110% at 0.1 s on tmpfs); that is what the periodic re-check is for.
+#: interval noise on the dev VM was far larger while other benchmarks loaded both CPUs
+#: (coefficient of variation 19-110% at 0.1 s on tmpfs); that is what the periodic re-check is
+#: for.
 NOISE_MARGIN: float = 0.12
 
 #: A probe whose first sample differs from the current rate by more than this is decided at once

@@ -71,16 +71,16 @@ NETWORK_WORKERS = 16
 #: 0.5 ms and 1 ms per request, 8 workers were 1.4-1.6x slower.  A single-threaded daemon
 #: serialises anyway, and the adaptive controller backs off where more writers do not pay.
 FUSE_WORKERS = 32
-#: Virtual disks (virtio, xen, nbd, rbd, zfs datasets, loop) get the CPU-bound count, like any
-#: local block filesystem: a create lands in the page cache and writeback is asynchronous, so no
-#: write waits on the disk.  Measured on this project's dev VM (docs/benchmarks.md, root ext4 on
-#: virtio vda, rotational=1, 5069 files, 2 vCPUs): git's time is flat from 2 to 16 workers
-#: (0.21-0.23 s), pcheckout at 2 workers 0.365 s vs 0.417 s at the former guess of 8.  The
-#: "~0.6 ms per create" once seen there was kernel CPU, not latency: that ext4 has no journal,
-#: and a journal-less ext4 skips inodes freed in the last minute or more while allocating
-#: (fs/ext4/ialloc.c, recently_deleted), so creating files right after deleting a tree costs
-#: 2-3 s of system time per 5000 files; there 8 writers took 0.54-1.9 s and 2 took 0.33-0.38 s.
-#: Spinning disks: one writer (git's checkout.workers note: sequential often performs better).
+#: Virtual disks (virtio, xen, nbd, rbd, zfs datasets, loop) get the CPU-bound count, like any local
+#: block filesystem: a create lands in the page cache and writeback is asynchronous, so no write
+#: waits on the disk.  Measured on this project's dev VM (docs/benchmarks.md, root ext4 on virtio
+#: vda, rotational=1, 5069 files, 2 vCPUs): git's time is flat from 2 to 16 workers (0.21-0.23 s),
+#: pcheckout at 2 workers 0.365 s vs 0.417 s at 8 (the count used for virtual disks before).  The
+#: "~0.6 ms per create" once seen there was kernel CPU, not latency: that ext4 has no journal, and a
+#: journal-less ext4 skips inodes freed in the last minute or more while allocating
+#: (fs/ext4/ialloc.c, recently_deleted), so creating files right after deleting a tree costs 2-3 s
+#: of system time per 5000 files; there 8 writers took 0.54-1.9 s and 2 took 0.33-0.38 s. Spinning
+#: disks: one writer (git's checkout.workers note: sequential often performs better).
 HDD_WORKERS = 1
 
 #: Fewer entries per worker than this and thread start-up and queue traffic dominate.  A guess;
