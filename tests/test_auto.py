@@ -10,6 +10,7 @@ from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, make_
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.plan import policy
+from pcheckout.plan.tune import pick_knee
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mountinfo"
 
@@ -42,7 +43,10 @@ def test_tune_then_dry_run_uses_the_stored_result(tmp_path: Path) -> None:
                    "--rounds", "1")
     assert proc.returncode == 0, proc.stderr
     tuned = json.loads(proc.stdout)
-    assert tuned["workers"] in (1, 2, 4) and len(tuned["curve"]) >= 3
+    curve = [(c["workers"], c["files_per_s"]) for c in tuned["curve"]]
+    assert len(curve) >= 3 and {n for n, _ in curve} <= {1, 2, 4}
+    # the stored count is the curve's knee, at the threshold reported with it
+    assert tuned["workers"] == pick_knee(curve, tuned["threshold"])
     assert sorted(p.name for p in target.iterdir()) == []  # scratch removed
 
     files = {b"d%d/f%d" % (i % 9, i): b"x" * i for i in range(300)}

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
+import pytest
 from helpers import clone_no_checkout, git, make_repo, run_cli, snapshot
+
+from pcheckout.cli.main import main
 
 
 def test_checkout_summary_and_quiet(tmp_path: Path) -> None:
@@ -22,12 +27,7 @@ def test_checkout_summary_and_quiet(tmp_path: Path) -> None:
 
 
 def test_git_subcommand_name(tmp_path: Path) -> None:
-    import shutil
-    import subprocess
-
     if shutil.which("git-pcheckout") is None:
-        import pytest
-
         pytest.skip("git-pcheckout is not on PATH (package not installed)")
     src = make_repo(tmp_path, {b"f": b"x"})
     ours = clone_no_checkout(src, tmp_path / "ours")
@@ -36,27 +36,56 @@ def test_git_subcommand_name(tmp_path: Path) -> None:
     assert (ours / "f").read_bytes() == b"x"
 
 
-def test_errors_are_one_line_with_exit_codes(tmp_path: Path) -> None:
+ERROR_CASES = [
+    ("missing-directory", ["checkout", "-C", "{tmp}/missing"], 1, "no such directory"),
+    ("not-a-repository", ["checkout", "-C", "{tmp}"], 1, "not a git repository"),
+    ("unknown-revision", ["checkout", "-C", "{src}", "nope"], 1, "unknown revision 'nope'"),
+    ("occupied", ["checkout", "-C", "{occupied}"], 1, "not empty"),
+    ("bad-workers", ["checkout", "--workers", "zero", "-C", "{src}"], 2, "workers"),
+    ("unknown-command", ["frobnicate"], 2, "invalid choice"),
+    ("no-command", [], 2, "a command is required"),
+]
+
+
+def _error_argv(tmp_path: Path, argv: list[str]) -> list[str]:
     src = make_repo(tmp_path, {b"f": b"x"})
     occupied = clone_no_checkout(src, tmp_path / "occupied")
     (occupied / "stray").write_bytes(b"mine")
-    cases = [
-        (["checkout", "-C", str(tmp_path / "missing")], 1, "no such directory"),
-        (["checkout", "-C", str(tmp_path)], 1, "not a git repository"),
-        (["checkout", "-C", str(src), "nope"], 1, "unknown revision 'nope'"),
-        (["checkout", "-C", str(occupied)], 1, "not empty"),
-        (["checkout", "--workers", "zero", "-C", str(src)], 2, "workers"),
-        (["frobnicate"], 2, "invalid choice"),
-        ([], 2, "a command is required"),
-    ]
-    for argv, code, text in cases:
-        proc = run_cli(*argv)
-        assert proc.returncode == code, (argv, proc.stderr)
-        lines = proc.stderr.strip().splitlines()
-        assert len(lines) == 1, (argv, proc.stderr)
-        assert lines[0].startswith("pcheckout: error: ")
-        assert text in lines[0], (argv, lines[0])
-        assert "Traceback" not in proc.stderr
+    return [a.format(tmp=tmp_path, src=src, occupied=occupied) for a in argv]
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "text"), [c[1:] for c in ERROR_CASES], ids=[c[0] for c in ERROR_CASES]
+)
+def test_errors_are_one_line_with_exit_codes(
+    tmp_path: Path, argv: list[str], code: int, text: str
+) -> None:
+    proc = run_cli(*_error_argv(tmp_path, argv))
+    assert proc.returncode == code, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("pcheckout: error: ")
+    assert text in lines[0], lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "text"), [c[1:] for c in ERROR_CASES], ids=[c[0] for c in ERROR_CASES]
+)
+def test_main_in_process_returns_the_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], code: int, text: str
+) -> None:
+    assert main(_error_argv(tmp_path, argv)) == code
+    err = capsys.readouterr().err
+    assert err.startswith("pcheckout: error: ") and text in err and err.count("\n") == 1
+
+
+def test_main_in_process_checks_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    src = make_repo(tmp_path, {b"a/b": b"1\n"})
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    assert main(["checkout", "-C", str(ours), "--workers", "1"]) == 0
+    assert capsys.readouterr().out.startswith("wrote 1 files")
+    assert (ours / "a" / "b").read_bytes() == b"1\n"
 
 
 def test_debug_prints_git_commands_and_traceback(tmp_path: Path) -> None:
@@ -95,8 +124,6 @@ def test_export_like_archive(tmp_path: Path) -> None:
     ref = tmp_path / "ref"
     ref.mkdir()
     archive = git(bare, "archive", "v1")
-    import subprocess
-
     subprocess.run(["tar", "-x", "-C", str(ref)], input=archive, check=True)
     dest = tmp_path / "exported"
     proc = run_cli("export", "-C", str(bare), "v1", str(dest))
