@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from pcheckout import __version__
 from pcheckout.checkout import checkout
+from pcheckout.cli import render
 from pcheckout.errors import Interrupted, PcheckoutError, UsageError
 from pcheckout.export import export
 from pcheckout.fs import detect as fsdetect
@@ -205,8 +206,6 @@ def _summary(r: Result) -> str:
 def _print_plan(r: Result) -> None:
     from rich.console import Console  # see ConsoleReporter.start
 
-    from pcheckout.cli import render  # imports rich: see ConsoleReporter.start
-
     console = Console()
     render.fs_info(console, r.filesystem)
     plan = r.plan
@@ -266,8 +265,6 @@ def _report(args: argparse.Namespace, result: Result) -> int:
 def _cmd_detect(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     from rich.console import Console  # see ConsoleReporter.start
 
-    from pcheckout.cli import render  # imports rich: see ConsoleReporter.start
-
     if args.mountinfo and not os.path.isfile(args.mountinfo):
         raise UsageError(f"--mountinfo: no such file: {args.mountinfo}")
     info = fsdetect.detect(args.path, mountinfo=args.mountinfo)
@@ -281,7 +278,6 @@ def _cmd_detect(args: argparse.Namespace, ui: ConsoleReporter) -> int:
 def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     from rich.console import Console  # see ConsoleReporter.start
 
-    from pcheckout.cli import render  # imports rich: see ConsoleReporter.start
     from pcheckout.plan import tune  # the measurement workload: only this command runs it
 
     if args.max_workers < 1:
