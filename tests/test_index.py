@@ -20,6 +20,7 @@ from pcheckout.git.index import (
     EXT_FLAG_INTENT_TO_ADD,
     EXT_FLAG_SKIP_WORKTREE,
     FLAG_ASSUME_VALID,
+    MODE_SPARSE_DIR,
     CorruptIndexError,
     Index,
     IndexEntry,
@@ -28,6 +29,7 @@ from pcheckout.git.index import (
     UnsupportedIndexError,
     decode_index,
     encode_index,
+    encode_rows,
     read_index,
     sort_key,
     write_index,
@@ -436,7 +438,7 @@ def test_split_index_is_unsupported(small_repo: Path) -> None:
         read_index(index_path(small_repo))
 
 
-def test_sparse_index_is_unsupported(tmp_path: Path) -> None:
+def test_sparse_index_is_read_with_its_sparse_directories(tmp_path: Path) -> None:
     repo = init_repo(tmp_path, "sha1")
     write_file(repo, b"top.txt", b"t\n")
     write_file(repo, b"in/a.txt", b"a\n")
@@ -445,8 +447,48 @@ def test_sparse_index_is_unsupported(tmp_path: Path) -> None:
     git(repo, "commit", "-q", "-m", "c")
     git(repo, "sparse-checkout", "init", "--cone", "--sparse-index")
     git(repo, "sparse-checkout", "set", "in")
-    with pytest.raises(UnsupportedIndexError, match="sparse index"):
-        read_index(index_path(repo))
+    index = read_index(index_path(repo))
+    assert index.sparse
+    by_path = {e.path: e for e in index.entries}
+    out = by_path[b"out/"]
+    assert out.mode == MODE_SPARSE_DIR
+    assert out.extended_flags == EXT_FLAG_SKIP_WORKTREE
+    assert out.oid.hex() == git(repo, "rev-parse", "HEAD:out").decode().strip()
+    assert set(by_path) == {b"in/a.txt", b"out/", b"top.txt"}
+
+
+def test_skip_worktree_entries_and_sdir_marker_are_written_as_git_reads_them(
+    tmp_path: Path,
+) -> None:
+    """A collapsed index written here is one git accepts and expands (without a cache
+    tree git does not keep it collapsed in memory): skip-worktree bits, version 3,
+    zero stat data, ``sdir``."""
+    repo = init_repo(tmp_path, "sha1")
+    write_file(repo, b"in/a.txt", b"a\n")
+    write_file(repo, b"out/b.txt", b"b\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "c")
+    theirs = read_index(index_path(repo))
+    a = next(e for e in theirs.entries if e.path == b"in/a.txt")
+    tree = bytes.fromhex(git(repo, "rev-parse", "HEAD:out").decode().strip())
+    sdir = IndexEntry(b"out/", MODE_SPARSE_DIR, tree, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                      extended_flags=EXT_FLAG_SKIP_WORKTREE)  # fmt: skip
+    rows = [(e.path, (e.ctime_s, e.ctime_ns, e.mtime_s, e.mtime_ns, e.dev, e.ino, e.mode,
+                      e.uid, e.gid, e.size, e.oid), 0, e.extended_flags) for e in (a, sdir)]
+    data = encode_rows(rows, 2, extended=True, sparse_directories=True)
+    (repo / "out" / "b.txt").unlink()  # git >= 2.36 clears the bit of a file that exists
+    assert data[4:8] == b"\0\0\0\3"
+    index_path(repo).write_bytes(bytes(data))
+    git(repo, "config", "core.sparseCheckout", "true")
+    git(repo, "config", "core.sparseCheckoutCone", "true")
+    git(repo, "config", "index.sparse", "true")
+    (repo / ".git" / "info").mkdir(exist_ok=True)
+    (repo / ".git" / "info" / "sparse-checkout").write_text("/*\n!/*/\n/in/\n")
+    shown = git(repo, "ls-files", "--sparse", "-t", "-s").decode()
+    assert "S 100644 61780798228d17af2d34fce4cfbdf35556832472 0\tout/b.txt" in shown
+    assert git(repo, "ls-files", "-t").decode().splitlines() == ["H in/a.txt", "S out/b.txt"]
+    assert git(repo, "status", "--porcelain") == b""
+    assert decode_index(bytes(data)).sparse
 
 
 def with_extension(data: bytes, sig: bytes, payload: bytes = b"") -> bytes:
@@ -459,8 +501,7 @@ def test_optional_extensions_are_skipped_and_unknown_required_ones_refused() -> 
     data = encode_index([entry])
     for sig in (b"TREE", b"REUC", b"UNTR", b"FSMN", b"ZZZZ"):
         assert decode_index(with_extension(data, sig, b"\0" * 13)).entries == (entry,)
-    with pytest.raises(UnsupportedIndexError, match="sparse index"):
-        decode_index(with_extension(data, b"sdir"))
+    assert decode_index(with_extension(data, b"sdir")).sparse
     with pytest.raises(UnsupportedIndexError, match="'wxyz'"):
         decode_index(with_extension(data, b"wxyz"))
 

@@ -14,8 +14,12 @@ before git 2.38).  In short, all integers big-endian:
 What pcheckout needs is the entries: :func:`read_index` skips the optional
 extensions (TREE, REUC, UNTR, EOIE, IEOT, FSMN, ...), and :func:`write_index`
 writes none, which git accepts (it rebuilds the cache tree when it needs one).
-A sparse index (``sdir``) or a split index (``link``) cannot be understood
-without the extension, so both are refused with :class:`UnsupportedIndexError`.
+A split index (``link``) cannot be understood without the extension and is
+refused with :class:`UnsupportedIndexError`.  A sparse index (``sdir``) is read
+with its sparse-directory entries as they are (mode 040000, path ending in "/",
+the directory's tree id, skip-worktree; ``Index.sparse`` is set) for the caller
+to expand (``pcheckout.git.sparse``); :func:`encode_rows` writes the empty
+``sdir`` marker when asked (``sparse_directories=True``).
 
 Speed: a checkout writes 100k+ entries, so the encoder packs each entry with one
 precompiled :class:`struct.Struct` call into one list joined once and hashes once,
@@ -74,6 +78,8 @@ FLAG_NAME_MASK = 0x0FFF  # a name of 0xFFF bytes or more stores 0xFFF (CE_NAMEMA
 ENTRY_FLAG_BITS = FLAG_ASSUME_VALID | FLAG_STAGE_MASK
 #: extended flags word (v3+): reserved, skip-worktree, intent-to-add, 13 unused bits
 EXT_FLAG_SKIP_WORKTREE = 0x4000
+#: a sparse-directory entry's mode (sparse-index.c construct_sparse_dir_entry(): S_IFDIR)
+MODE_SPARSE_DIR = 0o040000
 EXT_FLAG_INTENT_TO_ADD = 0x2000
 #: entries of v2/v3 are padded with 1..8 NULs to a multiple of 8 (read-cache.c align_flex_name)
 ENTRY_ALIGN = 8
@@ -150,6 +156,7 @@ class Index:
     version: int
     entries: tuple[IndexEntry, ...]
     hash_name: str  # "sha1" | "sha256"
+    sparse: bool = False  # had the "sdir" extension: may hold sparse-directory entries
 
 
 def sort_key(entry: IndexEntry) -> tuple[bytes, int]:
@@ -322,12 +329,15 @@ def encode_rows(
     extended: bool = False,
     skip_hash: bool = False,
     allow_same_path: bool = False,
+    sparse_directories: bool = False,
 ) -> bytearray:
     """Header, entries and trailer for ``count`` rows already in index order.
 
     One growing bytearray (no per-entry pieces kept), hashed once at the end.
     ``extended`` says whether some row has extended flags: git writes v3 only
-    then ("demote version 3 to version 2 when the latter suffices")."""
+    then ("demote version 3 to version 2 when the latter suffices").
+    ``sparse_directories`` appends the empty ``sdir`` extension that marks a
+    sparse index (read-cache.c write_index_ext_header(CACHE_EXT_SPARSE_DIRECTORIES))."""
     _check_version(version)
     rawsz = _hash_size(hash_name)
     if version in (2, 3):
@@ -377,6 +387,8 @@ def encode_rows(
         written += 1
     if written != count:
         raise CorruptIndexError(f"index: {written} entries written, {count} announced")
+    if sparse_directories:
+        buf += EXT_HEADER.pack(EXT_SPARSE_DIRECTORIES, 0)
     buf += bytes(rawsz) if skip_hash else hashlib.new(hash_name, buf).digest()
     return buf
 
@@ -453,7 +465,8 @@ def read_index(
 
     The object hash is detected from the checksum unless ``hash_name`` is given
     (with an all-zero skipHash trailer, from which layout parses).  Optional
-    extensions are skipped; sparse and split indexes raise UnsupportedIndexError."""
+    extensions are skipped; a split index raises UnsupportedIndexError, a sparse
+    index comes back with ``sparse=True`` and its sparse-directory entries."""
     fpath = os.fsencode(path)
     try:
         with open(fpath, "rb") as f:
@@ -584,6 +597,7 @@ def _parse_entries(data: bytes, version: int, count: int, hash_name: str, path: 
             prev = name
     except (struct.error, IndexError):
         raise CorruptIndexError(f"{where}: truncated index entries", path) from None
+    sparse = False
     while off < end:
         if end - off < EXT_HEADER.size:
             raise CorruptIndexError(f"{where}: truncated index extension", path)
@@ -595,12 +609,8 @@ def _parse_entries(data: bytes, version: int, count: int, hash_name: str, path: 
                 path,
             )
         if sig == EXT_SPARSE_DIRECTORIES:
-            raise UnsupportedIndexError(
-                f"{where} is a sparse index (index.sparse), which pcheckout does not support; "
-                "run 'git sparse-checkout disable' or 'git config index.sparse false'",
-                path,
-            )
-        if not 0x41 <= sig[0] <= 0x5A:  # 'A'..'Z': optional, anything else is required
+            sparse = True
+        elif not 0x41 <= sig[0] <= 0x5A:  # 'A'..'Z': optional, anything else is required
             raise UnsupportedIndexError(
                 f"{where}: index uses extension {decode(sig)!r}, which pcheckout does not support",
                 path,
@@ -610,4 +620,4 @@ def _parse_entries(data: bytes, version: int, count: int, hash_name: str, path: 
         raise CorruptIndexError(f"{where}: truncated index extension", path)
     if saw_empty:
         raise CorruptIndexError(f"{where}: index entry with an empty path", path)
-    return Index(version, tuple(entries), hash_name)
+    return Index(version, tuple(entries), hash_name, sparse)

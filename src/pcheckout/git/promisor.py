@@ -1,0 +1,338 @@
+"""Partial clones: find the blobs a checkout lacks without fetching, fetch them in batches.
+
+git's own checkout (``unpack-trees.c: check_updates()`` -> ``read-cache.c:
+prefetch_cache_entries()``) probes each entry it will write without fetching and hands
+the missing ones to one ``promisor_remote_get_direct()``; a plain ``cat-file --batch``
+instead runs one ``git fetch`` per missing blob (``object-file.c:
+do_oid_object_info_extended()``), which is what made a blobless checkout 80x slower.
+
+* Promisor remotes, in git's order (``promisor-remote.c: promisor_remote_config()`` and
+  ``promisor_remote_init()``): config order of ``remote.<name>.promisor=true`` or
+  ``remote.<name>.partialclonefilter``; the remote ``extensions.partialClone`` names goes
+  to the tail (or is added there).
+* What is missing: the local objects, listed by ``git cat-file --batch-all-objects``
+  (never fetches), subtracted from the blobs wanted.  ``rev-list --missing=print`` also
+  never fetches but rescans the pack directory once per missing object (each a readdir,
+  a round trip on a network mount): docs/benchmarks.md, "Finding missing blobs".
+* The fetch is git's ``promisor-remote.c: fetch_objects()`` command, byte for byte, with
+  object ids on stdin; each remote gets everything still missing, the next one what the
+  previous could not deliver (``promisor_remote_get_direct()``).
+* ``GIT_NO_LAZY_FETCH=1`` (git >= 2.45, where it sets ``fetch_if_missing = 0`` at start-up)
+  makes a cat-file answer ``missing`` for an object that is not there instead of fetching
+  it; on older gits the variable only makes the lazy fetch die (the backports to 2.39.4 and
+  later), so there the writers must never ask for an absent object (the caller's job:
+  write an entry only after its blob has landed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pcheckout.errors import GitError, decode
+from pcheckout.git.config import config_bool
+from pcheckout.git.runner import Git
+
+__all__ = [
+    "FETCH_ARGS",
+    "GIT_NO_LAZY_FETCH",
+    "Fetched",
+    "PromisorFetchError",
+    "batch_sizes",
+    "fetch",
+    "missing_objects",
+    "no_lazy_fetch_env",
+    "promisor_remotes",
+]
+
+#: ``git --no-lazy-fetch`` / ``GIT_NO_LAZY_FETCH=1`` disable lazy fetching at start-up from
+#: git 2.45.0 on (environment.c); before that the variable only makes the fetch fail.
+GIT_NO_LAZY_FETCH = (2, 45)
+#: promisor-remote.c fetch_objects(): the command git runs (identical in 2.39 and 2.55).
+FETCH_ARGS = (
+    "-c", "fetch.negotiationAlgorithm=noop", "fetch", "{remote}", "--no-tags",
+    "--no-write-fetch-head", "--recurse-submodules=no", "--filter=blob:none", "--stdin",
+)  # fmt: skip
+#: First batch of a fetch that overlaps the writes: small, so writing starts soon
+#: (docs/benchmarks.md, "Blobless checkout"); each later batch doubles, up to the cap,
+#: so a checkout of n missing blobs costs about log2(n / FIRST_BATCH) fetches.
+FIRST_BATCH = 256
+MAX_BATCH = 16384
+
+
+class PromisorFetchError(GitError):
+    """The promisor remotes could not deliver some blobs (unreachable or refusing)."""
+
+    def __init__(self, remotes: Sequence[str], count: int, stderr: bytes = b"") -> None:
+        names = ", ".join(f"'{r}'" for r in remotes) or "(none configured)"
+        noun = "blob" if count == 1 else "blobs"
+        which = "promisor remote" if len(remotes) == 1 else "promisor remotes"
+        super().__init__(
+            f"could not fetch {count} {noun} from {which} {names}; nothing was recorded for "
+            "the files not written: run the command again when the remote is reachable",
+            stderr=stderr,
+        )
+        self.remotes = tuple(remotes)
+        self.count = count
+
+
+def promisor_remotes(config: Mapping[str, str], keys: Sequence[str] | None = None) -> list[str]:
+    """The promisor remotes in git's order; empty when this is not a partial clone.
+
+    ``config`` is :func:`pcheckout.git.config.read_config`'s dict, whose key order is the
+    order keys first appear in (``git config --list`` order); ``keys`` may give that order
+    explicitly (all keys, lower-cased as read_config makes them)."""
+    order: list[str] = []
+    for key in keys if keys is not None else list(config):
+        if not key.startswith("remote."):
+            continue
+        name, _, var = key[len("remote.") :].rpartition(".")
+        if not name or name.startswith("/"):  # git warns and ignores such a name
+            continue
+        if var == "promisor":
+            if not config_bool(config.get(key), False):
+                continue
+        elif var != "partialclonefilter":
+            continue
+        if name not in order:
+            order.append(name)
+    partial = config.get("extensions.partialclone")
+    if partial and not partial.startswith("/"):
+        if partial in order:
+            order.remove(partial)
+        order.append(partial)
+    return order
+
+
+def no_lazy_fetch_env(git: Git, env: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The environment for the writers' cat-files: ``GIT_NO_LAZY_FETCH=1`` where git
+    honours it (>= 2.45), so an object that is not there is answered ``missing`` instead
+    of fetched serially.  None where it would not help (older git)."""
+    if not git.has(GIT_NO_LAZY_FETCH):
+        return None
+    return {**(env if env is not None else os.environ), "GIT_NO_LAZY_FETCH": "1"}
+
+
+def local_objects(git: Git) -> set[str]:
+    """Every object id in the local object store (packs, loose objects, alternates),
+    listed without fetching anything (``cat-file --batch-all-objects``)."""
+    proc = git.run(
+        "cat-file", "--batch-all-objects", "--unordered", "--batch-check=%(objectname)",
+        what="cannot list the repository's objects",
+    )  # fmt: skip
+    return set(proc.stdout.decode("ascii").split())
+
+
+def missing_objects(git: Git, oids: Iterable[str]) -> list[str]:
+    """Those of ``oids`` (hex) not in the local object store, in the order given,
+    each once.  Nothing is fetched."""
+    have = local_objects(git)
+    seen: set[str] = set()
+    out: list[str] = []
+    for oid in oids:
+        if oid not in have and oid not in seen:
+            seen.add(oid)
+            out.append(oid)
+    return out
+
+
+def batch_sizes(n: int, first: int = FIRST_BATCH, cap: int = MAX_BATCH) -> list[int]:
+    """Sizes of the fetches for ``n`` missing blobs: ``first``, then doubling up to
+    ``cap``; a last batch smaller than half the one before is merged into it."""
+    sizes: list[int] = []
+    size = max(1, first)
+    left = n
+    while left > 0:
+        take = min(size, left)
+        if sizes and take < size // 2 and left == take:
+            sizes[-1] += take
+        else:
+            sizes.append(take)
+        left -= take
+        size = min(cap, size * 2)
+    return sizes
+
+
+@dataclass
+class Fetched:
+    """What a fetch brought: object count and the bytes of the packs it wrote."""
+
+    objects: int = 0
+    bytes: int = 0
+    fetches: int = 0
+    failed: list[str] = field(default_factory=list)  # oids no remote delivered
+
+
+def _pack_dir(git: Git) -> bytes:
+    out = git.out("rev-parse", "--git-path", "objects/pack").rstrip(b"\n")
+    return out if os.path.isabs(out) else os.fsencode(git.cwd) + b"/" + out
+
+
+def _pack_sizes(pack_dir: bytes) -> dict[bytes, int]:
+    sizes: dict[bytes, int] = {}
+    try:
+        with os.scandir(pack_dir) as it:
+            for e in it:
+                if e.name.endswith(b".pack"):
+                    try:
+                        sizes[e.name] = e.stat(follow_symlinks=False).st_size
+                    except OSError:
+                        continue
+    except OSError:
+        pass
+    return sizes
+
+
+class Fetcher:
+    """Runs git's promisor fetch for batches of object ids, one ``git fetch`` per
+    batch and remote; ``kill()`` stops the one running (from another thread)."""
+
+    def __init__(self, git: Git, remotes: Sequence[str]) -> None:
+        self.git = git
+        self.remotes = list(remotes)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        self._killed = False
+        self._pack_dir: bytes | None = None
+        self.stderr = b""
+
+    def _run(self, remote: str, oids: Sequence[str]) -> bool:
+        args = [a.replace("{remote}", remote) for a in FETCH_ARGS]
+        env = dict(self.git.env) if self.git.env is not None else dict(os.environ)
+        env.pop("GIT_NO_LAZY_FETCH", None)  # the fetch itself must be allowed to fetch
+        with self._lock:
+            if self._killed:
+                return False
+            try:
+                proc = self.git.popen(
+                    args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE, env=env,
+                )  # fmt: skip
+            except OSError as exc:
+                raise GitError(f"cannot run git fetch: {exc}") from None
+            self._proc = proc
+        try:
+            _out, err = proc.communicate(b"".join(o.encode("ascii") + b"\n" for o in oids))
+        finally:
+            with self._lock:
+                self._proc = None
+        self.stderr = err or b""
+        return proc.returncode == 0
+
+    def fetch(self, oids: Sequence[str], result: Fetched) -> list[str]:
+        """Fetch ``oids`` as ``promisor_remote_get_direct()`` does; return those no
+        remote delivered (empty on success).  ``result`` is updated in place."""
+        if self._pack_dir is None:
+            self._pack_dir = _pack_dir(self.git)
+        before = _pack_sizes(self._pack_dir)
+        remaining = list(oids)
+        for k, remote in enumerate(self.remotes):
+            if not remaining:
+                break
+            result.fetches += 1
+            if self._run(remote, remaining):
+                remaining = []
+                break
+            if self._killed:
+                break
+            if len(remaining) > 1 and k + 1 < len(self.remotes):
+                # remove_fetched_oids(): the next remote gets only what is still missing
+                remaining = missing_objects(self.git, remaining)
+        after = _pack_sizes(self._pack_dir)
+        result.bytes += sum(size for name, size in after.items() if name not in before)
+        result.objects += len(oids) - len(remaining)
+        return remaining
+
+    def kill(self) -> None:
+        with self._lock:
+            self._killed = True
+            proc = self._proc
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                proc.kill()
+
+
+def fetch(git: Git, remotes: Sequence[str], oids: Sequence[str]) -> Fetched:
+    """Fetch ``oids`` in one batch (git's prefetch); PromisorFetchError when some could
+    not be had."""
+    result = Fetched()
+    if not oids:
+        return result
+    fetcher = Fetcher(git, remotes)
+    left = fetcher.fetch(oids, result)
+    if left:
+        result.failed = left
+        raise PromisorFetchError(remotes, len(left), fetcher.stderr)
+    return result
+
+
+class Prefetch:
+    """Fetch missing blobs in a background thread, batch after batch, handing each
+    batch to ``landed`` (called on that thread) as soon as its pack is in place.
+
+    ``wait()`` returns the totals, or raises PromisorFetchError naming the remotes
+    and the count of blobs that could not be had (those of the failed batch and of
+    every batch after it)."""
+
+    def __init__(
+        self,
+        git: Git,
+        remotes: Sequence[str],
+        batches: Sequence[Sequence[str]],
+        landed: Callable[[int], None],
+        progress: Callable[[Fetched], None] | None = None,
+    ) -> None:
+        self.fetcher = Fetcher(git, remotes)
+        self.remotes = list(remotes)
+        self.batches = batches
+        self.landed = landed
+        self.progress = progress
+        self.result = Fetched()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._main, name="pcheckout-fetch", daemon=True)
+        self._stop = threading.Event()
+
+    def start(self) -> Prefetch:
+        self._thread.start()
+        return self
+
+    def _main(self) -> None:
+        try:
+            for k, batch in enumerate(self.batches):
+                if self._stop.is_set():
+                    return
+                left = self.fetcher.fetch(batch, self.result)
+                if self.progress is not None:
+                    self.progress(self.result)
+                if left:
+                    later = sum(len(b) for b in self.batches[k + 1 :])
+                    self.result.failed = list(left)
+                    raise PromisorFetchError(self.remotes, len(left) + later,
+                                             self.fetcher.stderr)  # fmt: skip
+                self.landed(k)
+        except BaseException as exc:  # noqa: BLE001 - handed to wait()
+            self.error = exc
+        finally:
+            self._stop.set()
+            self.landed(-1)  # wakes whoever waits for the next batch
+
+    def stop(self) -> None:
+        """Stop fetching (an error elsewhere, an interrupt): kill the running fetch."""
+        self._stop.set()
+        self.fetcher.kill()
+
+    def wait(self) -> Fetched:
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def describe_stderr(stderr: bytes) -> str:
+    """git's last stderr line, for a debug message."""
+    lines = decode(stderr).strip().splitlines()
+    return lines[-1] if lines else ""
