@@ -331,6 +331,11 @@ class Prefetch:
             raise self.error
         return self.result
 
+    def wait_quietly(self) -> Fetched:
+        """``wait()`` without raising: the error, if any, stays in ``error``."""
+        self._thread.join()
+        return self.result
+
 
 def describe_stderr(stderr: bytes) -> str:
     """git's last stderr line, for a debug message."""

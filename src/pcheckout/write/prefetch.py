@@ -1,0 +1,285 @@
+"""Write a partial clone's checkout while its missing blobs arrive.
+
+git fetches every missing blob of a checkout in one ``git fetch`` and writes only after
+it ended (``unpack-trees.c: check_updates()``).  Here the missing blobs are fetched in
+batches on background threads (git's own fetch command per batch,
+:class:`pcheckout.git.promisor.Prefetch`), and the writers start on what is present:
+each time a write round ends, every batch that landed meanwhile is written in the next
+round.  On a latency-bound mount the writes then overlap the transfer instead of
+following it.
+
+Why rounds and not one long write: a writer's cat-file must never be asked for a blob
+that has not landed (before git 2.45 that starts a serial lazy fetch per blob, and
+nothing can switch it off), and a long-lived cat-file sees a pack that appeared after it
+started only after a miss makes it rescan the pack directory.  A round's cat-files are
+started after its batches landed, so they see every pack at once.
+
+``.gitattributes`` come first: when conversion is on, the entries git reads attributes
+from are in the first batch and nothing is written before it landed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from pcheckout.git.attributes import is_gitattributes
+from pcheckout.git.promisor import (
+    FIRST_BATCH,
+    MAX_BATCH,
+    Fetched,
+    Prefetch,
+    PromisorFetchError,
+    batch_sizes,
+)
+from pcheckout.git.runner import Git
+from pcheckout.git.tree import MODE_GITLINK, Entry
+
+__all__ = ["FETCHERS_LATENCY_BOUND", "FetchPlan", "Round", "plan_fetch", "write_while_fetching"]
+
+#: Concurrent fetches where the destination is latency-bound.  One fetch writes its pack
+#: in small synchronous writes (index-pack's 4 KiB input buffer), ~1.4 ms per blob on the
+#: 1 ms latency filesystem, so one fetch alone is slower than the writers
+#: (docs/benchmarks.md, "Blobless checkout").  Elsewhere one fetch at a time.
+FETCHERS_LATENCY_BOUND = 4
+
+
+class Round(Protocol):
+    """Writes the entries whose ``skip`` flag is False; returns the engine's outcome
+    (``stats`` per entry index, None where not written)."""
+
+    def __call__(self, skip: list[bool], first: bool) -> RoundOutcome: ...
+
+
+class RoundOutcome(Protocol):
+    stats: list[bytes | None]
+    files: int
+    bytes: int
+
+
+@dataclass
+class FetchPlan:
+    """Which entries are written from present blobs and which batch brings the rest."""
+
+    wanted: list[int]  # entry indexes to write
+    present: list[int]  # of those, whose blob is here (or that need none: gitlinks)
+    batches: list[list[str]]  # missing object ids, in fetch order
+    waiting: dict[str, list[int]] = field(default_factory=dict)  # oid -> entry indexes
+    attributes_first: bool = False  # nothing is written before batch 0 landed
+
+    @property
+    def missing(self) -> int:
+        return sum(len(b) for b in self.batches)
+
+
+def plan_fetch(
+    entries: Sequence[Entry],
+    wanted: Sequence[int],
+    missing: set[str],
+    *,
+    conversion: bool,
+    fetchers: int = 1,
+    first: int = FIRST_BATCH,
+) -> FetchPlan:
+    """Batches for the missing blobs of ``wanted`` (gitlinks are never fetched):
+    ``.gitattributes`` first, then tree order (neighbours share directories, and a
+    round writes whole directories), doubling from ``first`` up to a share of the
+    total that keeps ``fetchers`` busy."""
+    present: list[int] = []
+    waiting: dict[str, list[int]] = {}
+    attrs: list[str] = []
+    order: list[str] = []
+    for i in wanted:
+        e = entries[i]
+        if e.mode == MODE_GITLINK or e.oid not in missing:
+            present.append(i)
+            continue
+        if e.oid not in waiting:
+            waiting[e.oid] = []
+            (attrs if is_gitattributes(e.path) else order).append(e.oid)
+        waiting[e.oid].append(i)
+    oids = attrs + order
+    cap = max(first, min(MAX_BATCH, -(-len(oids) // max(1, 2 * fetchers)))) if fetchers > 1 \
+        else MAX_BATCH  # fmt: skip
+    batches: list[list[str]] = []
+    k = 0
+    for size in batch_sizes(len(oids), first=first, cap=cap):
+        batches.append(oids[k : k + size])
+        k += size
+    if attrs and len(batches[0]) < len(attrs):  # all attributes in the first batch
+        merged = oids[: len(attrs)]
+        rest = oids[len(attrs) :]
+        batches = [merged] + [b for b in _rechunk(rest, batches[1:])]
+    return FetchPlan(list(wanted), present, batches, waiting, conversion and bool(attrs))
+
+
+def _rechunk(oids: list[str], like: list[list[str]]) -> list[list[str]]:
+    out: list[list[str]] = []
+    k = 0
+    for b in like:
+        if k >= len(oids):
+            break
+        out.append(oids[k : k + len(b)])
+        k += len(b)
+    if k < len(oids):
+        out.append(oids[k:])
+    return out
+
+
+class _Landing:
+    """Batches landed and not yet written; the writer waits here."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.landed: list[int] = []
+        self.done = 0
+        self.expected = 0
+
+    def arrive(self, k: int) -> None:
+        with self.cond:
+            if k < 0:
+                self.done += 1
+            else:
+                self.landed.append(k)
+            self.cond.notify_all()
+
+    def take(self, wait: bool) -> tuple[list[int], bool]:
+        """Landed batches (waiting for at least one when ``wait``), and whether every
+        fetcher has finished."""
+        with self.cond:
+            while wait and not self.landed and self.done < self.expected:
+                self.cond.wait()
+            got, self.landed = self.landed, []
+            return got, self.done >= self.expected
+
+
+@dataclass
+class Overlapped:
+    stats: list[bytes | None]
+    rounds: list[RoundOutcome]
+    fetched: Fetched
+
+
+def write_while_fetching(
+    git: Git,
+    remotes: Sequence[str],
+    entries: Sequence[Entry],
+    plan: FetchPlan,
+    write_round: Round,
+    *,
+    fetchers: int = 1,
+    progress: Callable[[Fetched], None] | None = None,
+) -> Overlapped:
+    """Fetch ``plan.batches`` on up to ``fetchers`` threads while ``write_round`` writes
+    what is present, then each group of landed batches.  A fetch failure stops the
+    fetching; the writes of what landed finish, then PromisorFetchError is raised (the
+    caller writes no index for a checkout left incomplete)."""
+    n = len(entries)
+    stats: list[bytes | None] = [None] * n
+    rounds: list[RoundOutcome] = []
+    landing = _Landing()
+    batches = plan.batches
+    # Each fetcher thread takes every fetchers-th batch, in order: batch 0 lands first.
+    lanes = [list(range(j, len(batches), max(1, fetchers))) for j in range(max(1, fetchers))]
+    lanes = [lane for lane in lanes if lane]
+    total = Fetched()
+    lock = threading.Lock()
+    prefetches: list[Prefetch] = []
+
+    def report(_part: Fetched) -> None:
+        if progress is None:
+            return
+        with lock:
+            agg = Fetched(
+                sum(p.result.objects for p in prefetches),
+                sum(p.result.bytes for p in prefetches),
+                sum(p.result.fetches for p in prefetches),
+            )
+        progress(agg)
+
+    def arrival(lane: list[int]) -> Callable[[int], None]:
+        return lambda j: landing.arrive(lane[j] if j >= 0 else -1)
+
+    for lane in lanes:
+        prefetches.append(Prefetch(git, remotes, [batches[k] for k in lane], arrival(lane), report))
+    landing.expected = len(prefetches)
+    for p in prefetches:
+        p.start()
+
+    def run(indexes: list[int], first: bool) -> None:
+        if not indexes:
+            return
+        skip = [True] * n
+        for i in indexes:
+            skip[i] = False
+        out = write_round(skip, first)
+        rounds.append(out)
+        for i in indexes:
+            stats[i] = out.stats[i]
+
+    try:
+        first = True
+        pending = list(plan.present)
+        if plan.attributes_first and batches:
+            # Nothing before the attributes: batch 0 (lane 0's first) holds them.
+            got: list[int] = []
+            finished = False
+            while 0 not in got and not finished:
+                more, finished = landing.take(wait=True)
+                got += more
+            pending = pending + _entries_of(plan, batches, got) if 0 in got else []
+        while True:
+            run(pending, first)
+            if pending:
+                first = False
+            if _fetch_failed(prefetches):
+                for p in prefetches:
+                    p.stop()  # the remote is gone for all of them: stop wasting time
+            more, finished = landing.take(wait=True)
+            pending = _entries_of(plan, batches, more)
+            if not pending and finished:
+                break
+    except BaseException:
+        for p in prefetches:
+            p.stop()
+        for p in prefetches:
+            p.wait_quietly()
+        raise
+    for p in prefetches:
+        part = p.wait_quietly()
+        total.objects += part.objects
+        total.bytes += part.bytes
+        total.fetches += part.fetches
+    errors = [p.error for p in prefetches if p.error is not None]
+    if errors:
+        raise _combined(errors, plan, stats)
+    return Overlapped(stats, rounds, total)
+
+
+def _fetch_failed(prefetches: list[Prefetch]) -> bool:
+    return any(p.error is not None for p in prefetches)
+
+
+def _entries_of(plan: FetchPlan, batches: list[list[str]], landed: list[int]) -> list[int]:
+    out: list[int] = []
+    for k in sorted(landed):
+        for oid in batches[k]:
+            out.extend(plan.waiting[oid])
+    out.sort()
+    return out
+
+
+def _combined(
+    errors: list[BaseException], plan: FetchPlan, stats: list[bytes | None]
+) -> BaseException:
+    """One error for all fetchers: the count of blobs that could not be had is what
+    is still missing of what was to be written."""
+    fetch_errors = [e for e in errors if isinstance(e, PromisorFetchError)]
+    if len(fetch_errors) != len(errors):
+        return next(e for e in errors if not isinstance(e, PromisorFetchError))
+    unwritten = {i for i in plan.wanted if stats[i] is None}
+    missing = {oid for oid, idx in plan.waiting.items() if any(i in unwritten for i in idx)}
+    first = fetch_errors[0]
+    return PromisorFetchError(first.remotes, len(missing), first.stderr)
