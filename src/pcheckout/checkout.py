@@ -5,12 +5,16 @@ It never reads ``sys.argv`` or prints.  A fresh checkout, in order:
 1. open the repository: config and REV resolved side by side (``_open``);
 2. list the target tree, refuse unsafe trees and occupied destinations
    (a populated tree with an index is a switch: ``switch.py``);
-3. detect the filesystem and plan the writers (``plan/planner.py``);
-   ``--dry-run`` stops here;
-4. mark the run as in progress, so an interrupted one resumes;
-5. write every entry in parallel (``write/worktree.py``; .gitattributes first);
-6. write the index from the writers' stat data (``write/indexout.py``);
-7. move HEAD as ``git checkout REV`` would (``git/refs.py``).
+3. select what is written: a sparse checkout's cone, and which of its blobs a
+   partial clone still lacks (``write/partial.py``);
+4. detect the filesystem and plan the writers (``plan/planner.py``) for what
+   is written; ``--dry-run`` stops here;
+5. mark the run as in progress, so an interrupted one resumes;
+6. write the selected entries in parallel (``write/worktree.py``; .gitattributes
+   first), fetching missing blobs in batches meanwhile;
+7. write the index from the writers' stat data, entries outside the cone with
+   the skip-worktree bit (``write/indexout.py``);
+8. move HEAD as ``git checkout REV`` would (``git/refs.py``).
 """
 
 from __future__ import annotations
@@ -26,13 +30,16 @@ from pcheckout.errors import DestinationError, WorktreeNotEmptyError, WriteError
 from pcheckout.git import attributes
 from pcheckout.git.config import read_config
 from pcheckout.git.pathsafety import check_entries
+from pcheckout.git.promisor import promisor_remotes
 from pcheckout.git.refs import Target, resolve_target, update_head
 from pcheckout.git.runner import Git, discover
+from pcheckout.git.sparse import load as load_sparsity
 from pcheckout.git.tree import Entry, list_tree
 from pcheckout.options import CheckoutOptions, ExportOptions, Result
 from pcheckout.plan.planner import plan_for
 from pcheckout.write.indexout import settles_index, write_fresh_index
-from pcheckout.write.worktree import WriteRequest, occupants, write_tree
+from pcheckout.write.partial import select, write_selected
+from pcheckout.write.worktree import WriteRequest, occupants
 
 __all__ = ["IN_PROGRESS", "CheckoutOptions", "ExportOptions", "Result", "checkout"]
 
@@ -52,7 +59,9 @@ class _State:
 
 def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     ctx, target, state = _open(opts, ui or NullReporter())
-    entries, head_entries = _list(ctx, target, state, opts.dry_run)
+    # A partial clone lacks blobs: ls-tree -l would fetch each one for its size.
+    sizes = opts.dry_run and not promisor_remotes(ctx.config)
+    entries, head_entries = _list(ctx, target, state, sizes)
     check_entries(entries, ctx.config)
     if state.switching:
         return switch.switch(ctx, opts, target, entries, head_entries)
@@ -61,15 +70,18 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         raise WorktreeNotEmptyError(
             f"working tree {root} is not empty and has no index: " + quote_paths(state.occupied)
         )
-    nbytes = sum(max(e.size, 0) for e in entries)
+    sparsity = load_sparsity(ctx.git, ctx.config)
+    sel = select(ctx, entries, sparsity)
+    nbytes = sum(max(entries[i].size, 0) for i in sel.wanted)
     fs, plan = plan_for(
-        root, entries=len(entries), nbytes=nbytes, workers=opts.workers,
+        root, entries=len(sel.wanted), nbytes=nbytes, workers=opts.workers,
         environ=opts.environ, config=ctx.config, adapt=opts.adapt,
     )
     conversion = attributes.conversion_reasons(entries, ctx.config, ctx.repo.common_dir)
     result = Result(
-        "resume" if state.resume else "checkout", len(entries), nbytes, plan, fs,
-        dry_run=opts.dry_run, conversion=conversion,
+        "resume" if state.resume else "checkout", len(sel.wanted), nbytes, plan, fs,
+        dry_run=opts.dry_run, conversion=conversion, skip_worktree=sel.outside,
+        fetch_blobs=len(sel.missing), warnings=sel.warnings,
     )
     if opts.dry_run:
         return result
@@ -77,12 +89,15 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     marker = ctx.repo.git_dir / IN_PROGRESS
     _mark_in_progress(marker, target)
     t0 = time.monotonic()
-    outcome = write_tree(
+    outcome, fetched = write_selected(
         ctx,
         WriteRequest(target.tree, entries, root, plan, conversion=bool(conversion),
                      resume=state.resume),
+        sel,
+        latency_bound=bool(fs.latency_bound),
     )
-    write_fresh_index(ctx, entries, outcome, settle=settles_index(fs))
+    write_fresh_index(ctx, entries, outcome, settle=settles_index(fs),
+                      skip_worktree=sel.skip_worktree)
     result.head = update_head(ctx.git, ctx.repo, ctx.config, opts.rev, target)
     marker.unlink(missing_ok=True)
 
@@ -92,6 +107,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     result.kept = outcome.kept
     result.adapt_summary = outcome.adapt_summary
     result.processes = outcome.processes
+    result.fetched_bytes, result.fetches = fetched.bytes, fetched.fetches
     return result
 
 

@@ -32,6 +32,8 @@ class Reporter(Protocol):
     def start(self, files: int, nbytes: int, workers: int) -> None: ...
     def update(self, files: int, nbytes: int) -> None: ...
     def finish(self) -> None: ...
+    def fetch(self, objects: int, total: int, nbytes: int) -> None:
+        """Blobs a partial clone fetched so far (of ``total``), ``nbytes`` of packs."""
 
 
 class NullReporter:
@@ -47,6 +49,9 @@ class NullReporter:
         pass
 
     def finish(self) -> None:
+        pass
+
+    def fetch(self, objects: int, total: int, nbytes: int) -> None:
         pass
 
 

@@ -21,6 +21,7 @@ from pcheckout.git import attributes
 from pcheckout.git.config import read_config
 from pcheckout.git.objects import resolve
 from pcheckout.git.pathsafety import check_entries
+from pcheckout.git.promisor import promisor_remotes
 from pcheckout.git.runner import Git, discover
 from pcheckout.git.tree import list_tree
 from pcheckout.options import ExportOptions, Result
@@ -36,7 +37,8 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
     repo = discover(git)
     config = read_config(git)
     tree = resolve(git, opts.rev, "tree")
-    entries = list_tree(git, tree, sizes=opts.dry_run)
+    # A partial clone lacks blobs: ls-tree -l would fetch each one for its size.
+    entries = list_tree(git, tree, sizes=opts.dry_run and not promisor_remotes(config))
     check_entries(entries, config)
     dest = Path(os.path.abspath(opts.destination))
     _check_destination(dest)

@@ -65,6 +65,11 @@ class Result:
     head: str | None = None
     conversion: list[str] = field(default_factory=list)
     processes: bool = False  # written by forked processes (else threads)
+    skip_worktree: int = 0  # entries outside the sparse checkout: recorded, not written
+    fetch_blobs: int = 0  # blobs a partial clone lacked (fetched, or a dry run would fetch)
+    fetched_bytes: int = 0  # bytes of the packs those fetches wrote
+    fetches: int = 0  # git fetch processes run for them
+    warnings: list[str] = field(default_factory=list)  # git's warnings (sparse patterns)
 
     def to_json(self) -> dict[str, object]:
         """The stable JSON report (docs/json.md)."""
@@ -85,4 +90,9 @@ class Result:
             "deleted": self.deleted,
             "adapt_summary": self.adapt_summary,
             "conversion": self.conversion,
+            "skip_worktree": self.skip_worktree,
+            "fetch_blobs": self.fetch_blobs,
+            "fetched_bytes": self.fetched_bytes,
+            "fetches": self.fetches,
+            "warnings": self.warnings,
         }

@@ -127,6 +127,7 @@ class ConsoleReporter:
         self.debug_on = debug
         self.progress: Progress | None = None
         self._task: TaskID | None = None
+        self._fetch_task: TaskID | None = None
         self._last = 0.0
         self._t0 = 0.0
 
@@ -134,34 +135,52 @@ class ConsoleReporter:
         if self.debug_on:
             print(f"[debug] {message}", file=sys.stderr, flush=True)
 
+    def _bars(self) -> Progress:
+        """The progress display (made on first use): a fetch line, then the writes."""
+        if self.progress is None:
+            # rich is imported only when a bar is drawn: its import costs more than a
+            # small checkout's writing (docs/design.md, start-up).
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            # Files are the unit (the byte total is not known before writing without
+            # asking git for every blob's size); bytes and rates are shown beside.
+            self.progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[unit]}  {task.fields[nbytes]}  {task.fields[rate]}"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self.progress.start()
+        return self.progress
+
     def start(self, files: int, nbytes: int, workers: int) -> None:
         if self.quiet or not sys.stderr.isatty() or files == 0:
             return
-        # rich is imported only when a bar is drawn: its import costs more than a
-        # small checkout's writing (docs/design.md, start-up).
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
+        self._task = self._bars().add_task(
+            "writing", total=files, unit="files", nbytes="", rate=""
         )
-
-        # Files are the unit (the byte total is not known before writing without
-        # asking git for every blob's size); bytes and rates are shown beside.
-        self.progress = Progress(
-            TextColumn("[bold]writing"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("files  {task.fields[nbytes]}  {task.fields[rate]}"),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-        self.progress.start()
-        self._task = self.progress.add_task("write", total=files, nbytes="", rate="")
         self._t0 = time.monotonic()
+
+    def fetch(self, objects: int, total: int, nbytes: int) -> None:
+        """A partial clone's blobs arriving (objects of total, bytes of packs)."""
+        if self.quiet or not sys.stderr.isatty() or total == 0:
+            return
+        bars = self._bars()
+        if self._fetch_task is None:
+            self._fetch_task = bars.add_task(
+                "fetching", total=total, unit="blobs", nbytes="", rate=""
+            )
+        bars.update(self._fetch_task, completed=objects, nbytes=_human_bytes(nbytes))
 
     def update(self, files: int, nbytes: int) -> None:
         if self.progress is None or self._task is None:
@@ -179,6 +198,7 @@ class ConsoleReporter:
         if self.progress is not None:
             self.progress.stop()
             self.progress = None
+            self._task = self._fetch_task = None
 
 
 def _summary(r: Result) -> str:
@@ -192,6 +212,11 @@ def _summary(r: Result) -> str:
         f"with {plan.workers} worker{'s' if plan.workers != 1 else ''}"
         f"{' (processes)' if r.processes else ''} ({plan.source})"
     ]
+    if r.fetch_blobs:
+        parts.append(f"fetched {r.fetch_blobs:,} blobs ({_human_bytes(r.fetched_bytes)}) "
+                     f"in {r.fetches} fetch{'es' if r.fetches != 1 else ''}")
+    if r.skip_worktree:
+        parts.append(f"{r.skip_worktree:,} outside the sparse checkout")
     if r.kept:
         parts.append(f"kept {r.kept:,}")
     if r.deleted:
@@ -213,7 +238,11 @@ def _print_plan(r: Result) -> None:
     console.print(
         f"would {what.get(r.mode, 'write')} {r.files:,} entries ({_human_bytes(r.bytes)})"
         + (f", delete {r.deleted:,}" if r.deleted else "")
+        + (f"; {r.skip_worktree:,} outside the sparse checkout" if r.skip_worktree else "")
     )
+    if r.fetch_blobs:
+        console.print(f"would fetch {r.fetch_blobs:,} missing blobs from the promisor remote "
+                      "in batches while writing")
     console.print(f"workers: {plan.workers} ({plan.source}) — {plan.reason}")
     if plan.adapt:
         console.print("will adapt the worker count to measured throughput (--no-adapt to keep it)")
@@ -253,6 +282,8 @@ def _cmd_export(args: argparse.Namespace, ui: ConsoleReporter) -> int:
 
 
 def _report(args: argparse.Namespace, result: Result) -> int:
+    for warning in result.warnings:  # git's own wording (sparse-checkout patterns)
+        print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     elif result.dry_run:

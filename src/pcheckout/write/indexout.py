@@ -78,11 +78,25 @@ def index_entry(e: Entry, packed: bytes) -> ix.IndexEntry:
     )
 
 
+def skip_worktree_fields(e: Entry) -> ix.Fields:
+    """An entry outside the sparse checkout: zero stat data, as git records it
+    (``ls-files --debug`` shows all-zero ctime/mtime/dev/ino/uid/gid/size)."""
+    return (0, 0, 0, 0, 0, 0, e.mode, 0, 0, 0, bytes.fromhex(e.oid))
+
+
 def write_fresh_index(
-    ctx: Context, entries: Sequence[Entry], outcome: Outcome, *, settle: bool
+    ctx: Context,
+    entries: Sequence[Entry],
+    outcome: Outcome,
+    *,
+    settle: bool,
+    skip_worktree: Sequence[bool] | None = None,
 ) -> None:
-    """The index for a fresh checkout, encoded straight from entries and stat data."""
+    """The index for a fresh checkout, encoded straight from entries and stat data.
+    Entries flagged in ``skip_worktree`` (outside a sparse checkout, not written)
+    get git's skip-worktree bit; the index is then version 3 (or stays 4)."""
     stats = outcome.stats
+    skip = skip_worktree if skip_worktree is not None and any(skip_worktree) else None
     n = len(entries)
     order: Iterable[int] = range(n)
     # ls-tree's order is the index's (paths compared as bytes); sort only if not.
@@ -92,6 +106,9 @@ def write_fresh_index(
     def rows() -> Iterator[ix.Row]:
         for i in order:
             e, packed = entries[i], stats[i]
+            if skip is not None and skip[i]:
+                yield e.path, skip_worktree_fields(e), 0, ix.EXT_FLAG_SKIP_WORKTREE
+                continue
             if packed is None:
                 raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
             yield e.path, index_fields(e, packed), 0, 0
@@ -104,6 +121,7 @@ def write_fresh_index(
         version=index_version(ctx.config, ctx.environ),
         hash_name=ctx.repo.object_format,
         skip_hash=skip_hash(ctx.config, ctx.git.version),
+        extended=skip is not None,
     )
     ix.write_index_bytes(ctx.repo.index_path, data)
 

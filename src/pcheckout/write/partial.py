@@ -1,0 +1,199 @@
+"""Write only part of a tree, with blobs that may still be on a promisor remote.
+
+Two things decide what a checkout writes besides the tree itself:
+
+* a sparse checkout (``git/sparse.py``): entries outside the patterns are not written,
+  only recorded in the index with the skip-worktree bit;
+* a partial clone (``git/promisor.py``): blobs of entries to be written may be missing;
+  they are found without a fetch and fetched in batches while what is present is
+  written (``write/prefetch.py``).  Only blobs of entries that will be written are
+  fetched: no gitlinks, nothing outside the cone.
+
+:func:`select` decides (cheap, and all a ``--dry-run`` reports); :func:`write_selected`
+writes, returning one :class:`Outcome` over all entries (None stats for those not
+written) as ``write_tree`` would for the whole list.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pcheckout.context import Context, Reporter
+from pcheckout.git.promisor import Fetched, missing_objects, no_lazy_fetch_env, promisor_remotes
+from pcheckout.git.sparse import Sparsity
+from pcheckout.git.tree import MODE_GITLINK, Entry
+from pcheckout.write.engine import Outcome
+from pcheckout.write.prefetch import (
+    FETCHERS_LATENCY_BOUND,
+    RoundOutcome,
+    plan_fetch,
+    write_while_fetching,
+)
+from pcheckout.write.worktree import WriteRequest, write_tree
+
+__all__ = ["Selection", "select", "write_selected"]
+
+
+@dataclass
+class Selection:
+    """Which entries are written, which only recorded, and which blobs must come first."""
+
+    wanted: list[int]  # indexes of the entries written
+    skip_worktree: list[bool]  # per entry: recorded with the skip-worktree bit, not written
+    remotes: list[str] = field(default_factory=list)  # promisor remotes, git's order
+    missing: set[str] = field(default_factory=set)  # blob ids of ``wanted`` not local
+    warnings: list[str] = field(default_factory=list)  # git's sparse-checkout warnings
+
+    @property
+    def outside(self) -> int:
+        return sum(self.skip_worktree)
+
+
+def select(
+    ctx: Context,
+    entries: Sequence[Entry],
+    sparsity: Sparsity | None,
+    *,
+    candidates: Sequence[int] | None = None,
+) -> Selection:
+    """Decide what of ``entries`` (or of ``candidates``, indexes into it) is written:
+    the in-cone ones, and among those which blobs a partial clone still lacks
+    (found without fetching; an ordinary clone costs nothing here)."""
+    todo = range(len(entries)) if candidates is None else candidates
+    skip = [False] * len(entries)
+    wanted: list[int] = []
+    for i in todo:
+        e = entries[i]
+        if sparsity is not None and not sparsity.includes(e.path, e.mode):
+            skip[i] = True
+        else:
+            wanted.append(i)
+    sel = Selection(wanted, skip, warnings=list(sparsity.warnings) if sparsity else [])
+    sel.remotes = promisor_remotes(ctx.config)
+    if sel.remotes and wanted:
+        blobs = [entries[i].oid for i in wanted if entries[i].mode != MODE_GITLINK]
+        sel.missing = set(missing_objects(ctx.git, blobs))
+    return sel
+
+
+class _RoundReporter:
+    """One progress display over all write rounds: totals given once, counts carried
+    from round to round, finished once at the end."""
+
+    def __init__(self, ui: Reporter, files: int, nbytes: int, workers: int) -> None:
+        self.ui = ui
+        self.total = (files, nbytes, workers)
+        self.started = False
+        self.base_files = 0
+        self.base_bytes = 0
+        self.last = (0, 0)
+
+    def debug(self, message: str) -> None:
+        self.ui.debug(message)
+
+    def start(self, files: int, nbytes: int, workers: int) -> None:
+        if not self.started:
+            self.started = True
+            self.ui.start(*self.total)
+
+    def update(self, files: int, nbytes: int) -> None:
+        self.last = (files, nbytes)
+        self.ui.update(self.base_files + files, self.base_bytes + nbytes)
+
+    def finish(self) -> None:  # a round ended: its counts become the base of the next
+        self.base_files += self.last[0]
+        self.base_bytes += self.last[1]
+        self.last = (0, 0)
+
+    def fetch(self, objects: int, total: int, nbytes: int) -> None:
+        self.ui.fetch(objects, total, nbytes)
+
+    def done(self) -> None:
+        if self.started:
+            self.ui.finish()
+
+
+def write_selected(
+    ctx: Context, req: WriteRequest, sel: Selection, *, latency_bound: bool
+) -> tuple[Outcome, Fetched]:
+    """Write ``sel.wanted`` of ``req.entries`` (fetching missing blobs on the way);
+    the outcome's ``stats`` cover all of ``req.entries``."""
+    entries = req.entries
+    n = len(entries)
+    if not sel.missing and len(sel.wanted) == n:
+        return write_tree(ctx, req), Fetched()
+    fetchers = FETCHERS_LATENCY_BOUND if latency_bound else 1
+    plan = plan_fetch(entries, sel.wanted, sel.missing, conversion=req.conversion,
+                      fetchers=fetchers)  # fmt: skip
+    files = len(sel.wanted)
+    nbytes = sum(max(entries[i].size, 0) for i in sel.wanted)
+    ui = _RoundReporter(ctx.ui, files, nbytes, req.plan.workers)
+    env = no_lazy_fetch_env(ctx.git, ctx.git.env) if sel.missing else None
+    writer_git = dataclasses.replace(ctx.git, env=env) if env is not None else ctx.git
+    round_ctx = dataclasses.replace(ctx, git=writer_git, ui=ui)
+    outcomes: list[Outcome] = []
+
+    def write_round(skip: list[bool], first: bool) -> RoundOutcome:
+        group = [i for i, s in enumerate(skip) if not s]
+        sub = WriteRequest(
+            req.tree, [entries[i] for i in group], req.root, req.plan,
+            conversion=req.conversion, resume=req.resume and first,
+            overwrite=req.overwrite or (req.resume and not first),
+        )  # fmt: skip
+        out = write_tree(round_ctx, sub)
+        outcomes.append(out)
+        stats: list[bytes | None] = [None] * n
+        for j, i in enumerate(group):
+            stats[i] = out.stats[j]
+        return _Stats(stats, out.files, out.bytes)
+
+    total = plan.missing
+    if total:
+        ui.fetch(0, total, 0)
+
+    def progress(f: Fetched) -> None:
+        ui.fetch(f.objects, total, f.bytes)
+
+    try:
+        if plan.batches:
+            done = write_while_fetching(
+                ctx.git, sel.remotes, entries, plan, write_round, fetchers=fetchers,
+                progress=progress,
+            )  # fmt: skip
+            stats, fetched = done.stats, done.fetched
+        else:
+            mask = [True] * n
+            for i in sel.wanted:
+                mask[i] = False
+            stats = write_round(mask, True).stats
+            fetched = Fetched()
+    finally:
+        ui.done()
+    return _merge(stats, outcomes), fetched
+
+
+@dataclass
+class _Stats:
+    stats: list[bytes | None]
+    files: int
+    bytes: int
+
+
+def _merge(stats: list[bytes | None], outcomes: Sequence[Outcome]) -> Outcome:
+    """One outcome for all rounds (counts summed, the last adapt summary)."""
+    return Outcome(
+        stats=stats,
+        files=sum(o.files for o in outcomes),
+        bytes=sum(o.bytes for o in outcomes),
+        seconds=sum(o.seconds for o in outcomes),
+        restarts=sum(o.restarts for o in outcomes),
+        workers_used=max((o.workers_used for o in outcomes), default=0),
+        limit_history=[h for o in outcomes for h in o.limit_history],
+        processes=any(o.processes for o in outcomes),
+        kept=sum(o.kept for o in outcomes),
+        adapt_summary=next((o.adapt_summary for o in reversed(outcomes) if o.adapt_summary),
+                           None),  # fmt: skip
+    )
+

@@ -1,0 +1,156 @@
+"""Partial clones and sparse checkouts, pcheckout against git's own checkout: the same
+files, index (``ls-files -s``, ``ls-files -t``), ``git status``; fetches counted."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from conftest import assert_index_matches_lstat, git, make_repo, snapshot
+from partialhelp import blobless_clone, local_blob_count, promisor_packs, serve
+from sparsehelp import git_sparse_set, skip_flags
+
+from pcheckout.checkout import CheckoutOptions, checkout
+from pcheckout.git.promisor import PromisorFetchError
+from pcheckout.options import Result
+
+FILES: dict[bytes, bytes | tuple[str, bytes]] = {
+    b"top.txt": b"top\n",
+    b"README": b"readme\n",
+    b"docs/a.md": b"a\n",
+    b"docs/sub/b.md": b"b\n",
+    b"src/lib/m.py": b"m\n",
+    b"src/lib/t/test_m.py": b"t\n",
+    b"src/main.py": b"main\n",
+    b"src/run.sh": ("x", b"#!/bin/sh\n"),
+    b"src/link": ("l", b"main.py"),
+    b"x/y/z/w.txt": b"w\n",
+    b"x/f": b"f\n",
+    **{b"bulk/d%d/f%03d" % (i % 7, i): b"bulk %d\n" % i for i in range(120)},
+}
+
+
+def _checkout(work: Path, rev: str = "HEAD", **kw: object) -> Result:
+    return checkout(CheckoutOptions(directory=work, rev=rev, **kw))  # type: ignore[arg-type]
+
+
+def assert_same_as_git_sparse(ours: Path, theirs: Path) -> None:
+    """assert_same_as_git for sparse checkouts: the same files, ``ls-files -s`` and
+    ``-t`` (skip-worktree bits), ``git status`` output (its sparse line included)."""
+    assert snapshot(ours) == snapshot(theirs)
+    assert git(ours, "ls-files", "-s", "-z") == git(theirs, "ls-files", "-s", "-z")
+    assert skip_flags(ours) == skip_flags(theirs)
+    assert git(ours, "status", "--porcelain", "-z") == b""
+    assert git(ours, "status").replace(b"ours", b"X") == git(theirs, "status").replace(
+        b"theirs", b"X"
+    )
+    assert git(ours, "rev-parse", "HEAD") == git(theirs, "rev-parse", "HEAD")
+    rb = os.fsencode(ours)
+    for path, skipped in skip_flags(ours).items():
+        assert os.path.lexists(rb + b"/" + path) != skipped, path
+
+
+def _pair(tmp_path: Path, files: dict[bytes, bytes | tuple[str, bytes]] | None = None,
+          *, blobless: bool = False) -> tuple[Path, Path, Path]:  # fmt: skip
+    src = make_repo(tmp_path, dict(files or FILES))
+    if blobless:
+        server = serve(src)
+        return server, blobless_clone(server, tmp_path / "ours"), blobless_clone(
+            server, tmp_path / "theirs"
+        )
+    for name in ("ours", "theirs"):
+        git(tmp_path, "clone", "-q", "--no-checkout", str(src), name)
+    return src, tmp_path / "ours", tmp_path / "theirs"
+
+
+CONE_SETS = [["docs"], ["src/lib", "x/y"], ["bulk/d3", "docs/sub"], []]
+
+
+@pytest.mark.parametrize("dirs", CONE_SETS, ids=lambda d: " ".join(d) or "toplevel")
+@pytest.mark.parametrize("sparse_index", [False, True])
+def test_cone_checkout_writes_only_the_cone(
+    tmp_path: Path, dirs: list[str], sparse_index: bool
+) -> None:
+    _src, ours, theirs = _pair(tmp_path)
+    for w in (ours, theirs):
+        extra = ["--sparse-index"] if sparse_index else []
+        git(w, "sparse-checkout", "set", "--cone", *extra, *dirs)
+    result = _checkout(ours)
+    git(theirs, "checkout", "-q", "main")
+    assert_same_as_git_sparse(ours, theirs)
+    flags = skip_flags(ours)
+    assert result.files == sum(not s for s in flags.values())
+    assert result.skip_worktree == sum(flags.values()) > 0
+    assert git(ours, "sparse-checkout", "list") == git(theirs, "sparse-checkout", "list")
+
+
+NON_CONE_SETS = [["*.md"], ["/src/", "!/src/lib/t/"], ["*", "!bulk/"], ["x/y", "top.txt"]]
+
+
+@pytest.mark.parametrize("patterns", NON_CONE_SETS, ids=lambda p: " ".join(p))
+def test_non_cone_checkout_matches_git(tmp_path: Path, patterns: list[str]) -> None:
+    _src, ours, theirs = _pair(tmp_path)
+    for w in (ours, theirs):
+        git_sparse_set(w, patterns, cone=False)
+    _checkout(ours)
+    git(theirs, "checkout", "-q", "main")
+    assert_same_as_git_sparse(ours, theirs)
+
+
+def test_unrecognized_cone_pattern_warns_and_matches_as_git(tmp_path: Path) -> None:
+    _src, ours, theirs = _pair(tmp_path)
+    for w in (ours, theirs):
+        git_sparse_set(w, ["/*", "!/*/", "docs/"], cone=True)
+    result = _checkout(ours)
+    git(theirs, "checkout", "-q", "main")
+    assert_same_as_git_sparse(ours, theirs)
+    assert result.warnings == ["unrecognized pattern: 'docs'", "disabling cone pattern matching"]
+
+
+def test_dry_run_counts_only_what_is_written(tmp_path: Path) -> None:
+    _src, ours, _theirs = _pair(tmp_path)
+    git(ours, "sparse-checkout", "set", "--cone", "docs")
+    result = _checkout(ours, dry_run=True)
+    assert (result.files, result.skip_worktree) == (4, len(FILES) - 4)
+    assert os.listdir(ours) == [".git"]
+
+
+def test_blobless_checkout_fetches_in_batches_not_per_blob(tmp_path: Path) -> None:
+    _server, ours, theirs = _pair(tmp_path, blobless=True)
+    packs = len(promisor_packs(ours))
+    dry = _checkout(ours, dry_run=True)
+    assert dry.fetch_blobs == len({c for c in FILES.values()}) and local_blob_count(ours) == 0
+    result = _checkout(ours)
+    git(theirs, "checkout", "-q", "main")
+    assert_same_as_git_sparse(ours, theirs)
+    assert_index_matches_lstat(ours)
+    assert result.fetch_blobs == dry.fetch_blobs
+    assert 1 <= result.fetches == len(promisor_packs(ours)) - packs <= 3
+
+
+def test_blobless_sparse_fetches_only_the_cone(tmp_path: Path) -> None:
+    _server, ours, theirs = _pair(tmp_path, blobless=True)
+    for w in (ours, theirs):
+        git(w, "sparse-checkout", "set", "--cone", "src/lib")
+    result = _checkout(ours)
+    git(theirs, "checkout", "-q", "main")
+    assert_same_as_git_sparse(ours, theirs)
+    # top-level files, src's own and all of src/lib: nothing outside the cone was fetched
+    assert local_blob_count(ours) == result.fetch_blobs == result.files == 7
+
+
+def test_server_gone_no_index_then_a_rerun_completes(tmp_path: Path) -> None:
+    server, ours, theirs = _pair(tmp_path, blobless=True)
+    moved = server.with_name("away.git")
+    server.rename(moved)
+    gone = r"could not fetch 131 blobs from promisor remote 'origin'"
+    with pytest.raises(PromisorFetchError, match=gone):
+        _checkout(ours)
+    assert not (ours / ".git" / "index").exists()
+    moved.rename(server)
+    _checkout(ours)
+    git(theirs, "checkout", "-q", "main")
+    assert_same_as_git_sparse(ours, theirs)
+    shutil.rmtree(theirs)
