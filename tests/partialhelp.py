@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from conftest import git
+from helpers import git
 
 
 def serve(src: Path, name: str = "server.git") -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import git
+from helpers import git
 
 
 def git_sparse_set(work: Path, patterns: list[str], *, cone: bool) -> None:

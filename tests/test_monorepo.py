@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import assert_index_matches_lstat, git, make_repo, snapshot
+from helpers import assert_index_matches_lstat, git, make_repo, snapshot
 from partialhelp import blobless_clone, local_blob_count, promisor_packs, serve
 from sparsehelp import git_sparse_set, skip_flags
 
@@ -154,3 +154,110 @@ def test_server_gone_no_index_then_a_rerun_completes(tmp_path: Path) -> None:
     git(theirs, "checkout", "-q", "main")
     assert_same_as_git_sparse(ours, theirs)
     shutil.rmtree(theirs)
+
+
+# --- switching inside a sparse checkout ----------------------------------------------------
+
+
+def _two_commits(tmp_path: Path) -> Path:
+    """main: FILES; "next": directories moved across the cone's edge, files added,
+    changed and deleted on both sides of it."""
+    src = make_repo(tmp_path, dict(FILES))
+    git(src, "checkout", "-q", "-b", "next")
+    (src / "docs" / "a.md").unlink()
+    (src / "docs" / "new").mkdir()
+    for name in os.listdir(src / "bulk" / "d3"):  # bulk/d3 moves into the cone
+        (src / "bulk" / "d3" / name).rename(src / "docs" / "new" / name)
+    shutil.move(src / "docs" / "sub", src / "attic")  # docs/sub leaves it
+    (src / "src" / "lib" / "m.py").write_bytes(b"changed\n")
+    (src / "docs" / "added.md").write_bytes(b"added\n")
+    (src / "bulk" / "d1" / "f001").write_bytes(b"changed outside\n")
+    (src / "top.txt").write_bytes(b"top changed\n")
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "two")
+    git(src, "checkout", "-q", "main")
+    return src
+
+
+@pytest.mark.parametrize("sparse_index", [False, True])
+@pytest.mark.parametrize(("start", "to"), [("main", "next"), ("next", "main")])
+def test_switch_across_the_cone_edge_matches_git(
+    tmp_path: Path, sparse_index: bool, start: str, to: str
+) -> None:
+    src = _two_commits(tmp_path)
+    for name in ("ours", "theirs"):
+        git(tmp_path, "clone", "-q", "--no-checkout", str(src), name)
+        w = tmp_path / name
+        git(w, "checkout", "-q", "-b", "next", "origin/next")
+        git(w, "checkout", "-q", start)
+        git(w, "sparse-checkout", "set", "--cone", *(["--sparse-index"] if sparse_index else []),
+            "docs", "src/lib")  # fmt: skip
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    result = _checkout(ours, to)
+    git(theirs, "checkout", "-q", to)
+    assert_same_as_git_sparse(ours, theirs)
+    assert result.mode == "switch"
+    assert result.skip_worktree == sum(skip_flags(ours).values())
+
+
+def test_switch_refuses_local_changes_in_the_cone_only(tmp_path: Path) -> None:
+    src = _two_commits(tmp_path)
+    git(tmp_path, "clone", "-q", str(src), "ours")
+    ours = tmp_path / "ours"
+    git(ours, "branch", "-q", "next", "origin/next")
+    git(ours, "sparse-checkout", "set", "--cone", "src/lib")
+    (ours / "src" / "lib" / "m.py").write_bytes(b"local\n")
+    from pcheckout.errors import LocalChangesError
+
+    with pytest.raises(LocalChangesError, match="src/lib/m.py") as info:
+        _checkout(ours, "next")
+    assert "bulk" not in str(info.value)
+
+
+def test_patterns_changed_by_hand_move_entries_as_git_does(tmp_path: Path) -> None:
+    src = _two_commits(tmp_path)
+    for name in ("ours", "theirs"):
+        git(tmp_path, "clone", "-q", str(src), name)
+        git(tmp_path / name, "sparse-checkout", "set", "--cone", "docs")
+        git(tmp_path / name, "branch", "-q", "next", "origin/next")
+        info = tmp_path / name / ".git" / "info" / "sparse-checkout"
+        info.write_text("/*\n!/*/\n/src/\n")  # docs leaves, src enters: no reapply yet
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    _checkout(ours, "next")
+    git(theirs, "checkout", "-q", "next")
+    assert_same_as_git_sparse(ours, theirs)
+
+
+def test_blobless_switch_fetches_only_what_it_writes(tmp_path: Path) -> None:
+    src = _two_commits(tmp_path)
+    server = serve(src)
+    for name in ("ours", "theirs"):
+        w = blobless_clone(server, tmp_path / name)
+        git(w, "sparse-checkout", "set", "--cone", "docs")
+        git(w, "checkout", "-q", "main")
+        git(w, "branch", "-q", "next", "origin/next")
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    before = local_blob_count(ours)
+    result = _checkout(ours, "next")
+    git(theirs, "checkout", "-q", "next")
+    assert_same_as_git_sparse(ours, theirs)
+    assert result.fetches == 1
+    assert local_blob_count(ours) - before == result.fetch_blobs == local_blob_count(
+        theirs
+    ) - before
+
+
+def test_export_from_a_blobless_clone_fetches_in_batches(tmp_path: Path) -> None:
+    from pcheckout.export import ExportOptions, export
+
+    src = make_repo(tmp_path, dict(FILES))
+    server = serve(src)
+    work = blobless_clone(server, tmp_path / "work")
+    dry = export(ExportOptions(repository=work, rev="HEAD", destination=tmp_path / "out",
+                               dry_run=True))  # fmt: skip
+    assert dry.fetch_blobs == 131 and local_blob_count(work) == 0
+    packs = len(promisor_packs(work))
+    result = export(ExportOptions(repository=work, rev="HEAD", destination=tmp_path / "out"))
+    assert 1 <= result.fetches == len(promisor_packs(work)) - packs <= 3
+    git(src, "checkout", "-q", "main")
+    assert snapshot(tmp_path / "out") == snapshot(src)

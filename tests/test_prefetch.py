@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from conftest import make_repo
+from helpers import make_repo
 from partialhelp import blobless_clone, promisor_packs, serve
 
 from pcheckout.git import promisor

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import git, make_repo
+from helpers import git, make_repo
 from partialhelp import blobless_clone, local_blob_count, promisor_packs, serve
 
 from pcheckout.git import promisor

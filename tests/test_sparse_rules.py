@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import make_repo
+from helpers import make_repo
 from sparsehelp import git_sparse_set, skip_flags
 
 from pcheckout.git.sparse import parse

@@ -5,7 +5,8 @@ No .git, no index, no HEAD: like ``git archive REV | tar -x``.  In order:
 1. open the repository, read config, resolve REV to a tree and list it;
 2. refuse unsafe trees and a destination that is not empty;
 3. detect the filesystem and plan the writers (``--dry-run`` stops here);
-4. write every entry in parallel (``write/worktree.py``).
+4. write every entry in parallel (``write/worktree.py``); a partial clone's
+   missing blobs are fetched in batches meanwhile (``write/partial.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from pcheckout.git.runner import Git, discover
 from pcheckout.git.tree import list_tree
 from pcheckout.options import ExportOptions, Result
 from pcheckout.plan.planner import plan_for
-from pcheckout.write.worktree import WriteRequest, occupants, write_tree
+from pcheckout.write.partial import select, write_selected
+from pcheckout.write.worktree import WriteRequest, occupants
 
 __all__ = ["ExportOptions", "export"]
 
@@ -48,8 +50,10 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
         environ=opts.environ, config=config, adapt=opts.adapt,
     )
     conversion = attributes.conversion_reasons(entries, config, repo.common_dir)
+    sel = select(Context(git, repo, config, ui, opts.environ, opts.spawn), entries, None)
     result = Result(
-        "export", len(entries), nbytes, plan, fs, dry_run=opts.dry_run, conversion=conversion
+        "export", len(entries), nbytes, plan, fs, dry_run=opts.dry_run, conversion=conversion,
+        fetch_blobs=len(sel.missing),
     )
     if opts.dry_run:
         return result
@@ -72,9 +76,11 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
         )
         ctx = Context(git_w, repo, config, ui, opts.environ, opts.spawn)
         t0 = time.monotonic()
-        outcome = write_tree(
-            ctx, WriteRequest(tree, entries, dest, plan, conversion=bool(conversion))
-        )
+        outcome, fetched = write_selected(
+            ctx, WriteRequest(tree, entries, dest, plan, conversion=bool(conversion)), sel,
+            latency_bound=bool(fs.latency_bound),
+        )  # fmt: skip
+        result.fetched_bytes, result.fetches = fetched.bytes, fetched.fetches
     result.seconds = time.monotonic() - t0
     result.bytes = outcome.bytes
     result.written = outcome.files

@@ -22,6 +22,7 @@ removed, deepest first.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import stat as stat_mod
 import time
@@ -46,8 +47,11 @@ from pcheckout.fs.detect import FsInfo
 from pcheckout.git import attributes
 from pcheckout.git import index as ix
 from pcheckout.git.objects import blob_oid
+from pcheckout.git.promisor import fetch as fetch_blobs
 from pcheckout.git.refs import Target, update_head
 from pcheckout.git.runner import Git
+from pcheckout.git.sparse import expand_sparse_directories
+from pcheckout.git.sparse import load as load_sparsity
 from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
 from pcheckout.options import CheckoutOptions, Result
 from pcheckout.plan.planner import plan_for
@@ -58,6 +62,7 @@ from pcheckout.write.indexout import (
     settles_index,
     skip_hash,
 )
+from pcheckout.write.partial import select
 from pcheckout.write.worktree import WriteRequest, write_tree
 
 __all__ = ["Merge", "SwitchPlan", "apply_local_changes", "switch", "two_way_merge"]
@@ -290,7 +295,15 @@ def switch(
     head_entries: list[Entry],
 ) -> Result:
     """Move a populated work tree from HEAD to ``target`` (``entries`` is its
-    tree, ``head_entries`` HEAD's), as ``git checkout REV`` does."""
+    tree, ``head_entries`` HEAD's), as ``git checkout REV`` does.
+
+    In a sparse checkout (``git/sparse.py``) only paths in the cone are written;
+    a skip-worktree entry's absent file is no local change; a path of the target
+    outside the cone is recorded with the skip-worktree bit; an entry the
+    patterns now exclude is removed from the work tree if clean (kept, without
+    the bit, if not: git's "not up to date" warning), one they now include is
+    written.  A sparse index is expanded.  In a partial clone the missing blobs
+    of what is written are fetched in one batch before anything is changed."""
     git, repo, config = ctx.git, ctx.repo, ctx.config
     assert repo.work_tree is not None  # checkout() refused bare repositories
     root = repo.work_tree
@@ -298,11 +311,24 @@ def switch(
     index = ix.read_index(repo.index_path)
     if any(e.stage for e in index.entries):
         raise DestinationError("the index has unmerged entries; resolve them first")
-    in_index = {e.path: e for e in index.entries}
+    index_entries = (
+        expand_sparse_directories(git, index.entries) if index.sparse else list(index.entries)
+    )
+    in_index = {e.path: e for e in index_entries}
     in_target = {e.path: e for e in entries}
     in_head = {e.path: e for e in head_entries}
+    skipped = {p for p, e in in_index.items() if e.extended_flags & ix.EXT_FLAG_SKIP_WORKTREE}
+    sparsity = load_sparsity(git, config)
+
+    def inside(path: bytes, mode: int) -> bool:
+        return sparsity is None or sparsity.includes(path, mode)
 
     merge = two_way_merge(in_index, in_head, in_target, force=opts.force)
+    # Kept entries the patterns now put on the other side of the cone.
+    flip_in = sorted(p for p, e in merge.keep.items() if p in skipped and inside(p, e.mode))
+    flip_out = sorted(
+        p for p, e in merge.keep.items() if p not in skipped and not inside(p, e.mode)
+    )
     # Stat (and delete) in parallel where each call is a round trip; the count
     # for these comes from the same policy as the writers'.
     fs, probe = plan_for(
@@ -313,10 +339,11 @@ def switch(
     if opts.force:
         dirty = _dirty_paths(git)  # git checkout -f restores every tracked file
     else:  # only the paths the switch changes need checking, stat data first
-        dirty = _modified(
-            git, root_b, repo.index_path, [in_index[p] for p in merge.change if p in in_index],
-            repo.object_format, threads,
-        )
+        # (an absent skip-worktree file is not a local change: git never looks)
+        checked = [in_index[p] for p in [*merge.change, *flip_out]
+                   if p in in_index and p not in skipped]  # fmt: skip
+        dirty = _modified(git, root_b, repo.index_path, checked, repo.object_format, threads)
+    dirty -= skipped
     plan = apply_local_changes(merge, in_index, in_target, dirty, force=opts.force)
     if plan.refused:
         raise LocalChangesError(
@@ -324,11 +351,22 @@ def switch(
             + quote_paths(plan.refused)
             + "; commit or stash them, or use --force to discard them"
         )
-    _refuse_untracked_in_the_way(root_b, plan, in_index, in_target, threads)
+    left = [p for p in flip_out if p in dirty]  # git keeps these, without the bit
+    flip_out = [p for p in flip_out if p not in dirty]
+    write_paths = sorted(
+        [p for p in plan.write if inside(p, in_target[p].mode)] + flip_in
+    )
+    recorded = [p for p in plan.write if not inside(p, in_target[p].mode)]
+    remove = sorted([p for p in plan.delete if p not in skipped] + flip_out)
+    files_plan = dataclasses.replace(plan, write=write_paths, delete=remove)
+    _refuse_untracked_in_the_way(root_b, files_plan, in_index, in_target, threads)
 
-    write_entries = [in_target[p] for p in plan.write]
+    write_entries = [
+        in_target[p] if p in in_target else _entry_of(in_index[p]) for p in write_paths
+    ]
+    sel = select(ctx, write_entries, None)
     fs, wplan = plan_for(
-        root, entries=len(write_entries) + len(plan.delete),
+        root, entries=len(write_entries) + len(remove),
         nbytes=sum(max(e.size, 0) for e in write_entries), workers=opts.workers,
         environ=opts.environ, config=config, adapt=opts.adapt, fs=fs,
     )
@@ -339,23 +377,37 @@ def switch(
         wplan,
         fs,
         dry_run=opts.dry_run,
-        deleted=len(set(plan.delete) - set(plan.write)),
+        deleted=len(set(remove) - set(write_paths)),
+        skip_worktree=len(recorded) + len(flip_out) + len((skipped & set(plan.keep)) - set(flip_in)),
+        fetch_blobs=len(sel.missing),
+        warnings=list(sparsity.warnings) if sparsity is not None else [],
     )
+    if left:
+        result.warnings.append(
+            "The following paths are not up to date and were left despite sparse patterns: "
+            + quote_paths(left)
+        )
     if opts.dry_run:
         return result
 
     t0 = time.monotonic()
-    _delete_parallel(root_b, plan.delete, _Threads(max(1, wplan.workers), threads.min_share))
-    _remove_empty_dirs(root_b, set(plan.delete), write_entries)
+    if sel.missing:  # before anything changes: a failed fetch leaves the tree as it was
+        fetched = fetch_blobs(git, sel.remotes, sorted(sel.missing))
+        result.fetched_bytes, result.fetches = fetched.bytes, fetched.fetches
+    _delete_parallel(root_b, remove, _Threads(max(1, wplan.workers), threads.min_share))
+    _remove_empty_dirs(root_b, set(remove), write_entries)
     conversion = attributes.conversion_reasons(entries, config, repo.common_dir)
     outcome = write_tree(
         ctx, WriteRequest(target.tree, write_entries, root, wplan, conversion=bool(conversion))
     )
-    new_entries = list(plan.keep.values())
+    moved = set(flip_in) | set(flip_out)
+    new_entries = [e for p, e in plan.keep.items() if p not in moved]
     for e, st in zip(write_entries, outcome.stats, strict=True):
         if st is None:
             raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
         new_entries.append(index_entry(e, st))
+    new_entries += [_skip_worktree(in_target[p]) for p in recorded]
+    new_entries += [_skip_worktree(_entry_of(in_index[p])) for p in flip_out]
     if settles_index(fs):
         settle_racy_timestamps(outcome.stats, outcome.seconds)
     ix.write_index(
@@ -372,6 +424,17 @@ def switch(
     result.adapt_summary = outcome.adapt_summary
     result.processes = outcome.processes
     return result
+
+
+def _entry_of(e: ix.IndexEntry) -> Entry:
+    """A tree entry for what an index entry records (its size is not known)."""
+    return Entry(e.path, e.mode, e.oid.hex(), -1)
+
+
+def _skip_worktree(e: Entry) -> ix.IndexEntry:
+    """An entry outside the sparse checkout: skip-worktree, zero stat data (as git)."""
+    return ix.IndexEntry(e.path, e.mode, bytes.fromhex(e.oid), 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                         extended_flags=ix.EXT_FLAG_SKIP_WORKTREE)  # fmt: skip
 
 
 def _refuse_untracked_in_the_way(

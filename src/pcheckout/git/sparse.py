@@ -29,16 +29,21 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pcheckout.git.config import config_bool
+from pcheckout.git.index import EXT_FLAG_SKIP_WORKTREE, MODE_SPARSE_DIR, IndexEntry, sort_key
 from pcheckout.git.runner import Git
+from pcheckout.git.tree import list_tree
 
 __all__ = [
     "Pattern",
     "Sparsity",
+    "expand_sparse_directories",
     "load",
     "parse",
+    "split",
 ]
 
 # dir.c pattern_match_result
@@ -429,3 +434,36 @@ def split(
         (inside if sparsity.includes(path, mode) else outside).append(k)
     return inside, outside
 
+
+
+def expand_sparse_directories(git: Git, entries: Sequence[IndexEntry]) -> list[IndexEntry]:
+    """A sparse index's entries with every sparse-directory entry (mode 040000, path
+    ending in "/") replaced by the files of its tree, each skip-worktree with zero stat
+    data, as git's ``sparse-index.c: ensure_full_index()`` expands them (one
+    ``ls-tree`` per directory, run side by side)."""
+    dirs = [e for e in entries if e.mode == MODE_SPARSE_DIR]
+    if not dirs:
+        return list(entries)
+
+    def expand(d: IndexEntry) -> list[IndexEntry]:
+        return [
+            IndexEntry(d.path + t.path, t.mode, bytes.fromhex(t.oid), 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                       extended_flags=EXT_FLAG_SKIP_WORKTREE)  # fmt: skip
+            for t in list_tree(git, d.oid.hex())
+        ]
+
+    with ThreadPoolExecutor(max_workers=min(EXPAND_THREADS, len(dirs))) as pool:
+        expanded = dict(zip((d.path for d in dirs), pool.map(expand, dirs), strict=True))
+    out: list[IndexEntry] = []
+    for e in entries:
+        if e.mode == MODE_SPARSE_DIR:
+            out.extend(expanded[e.path])
+        else:
+            out.append(e)
+    out.sort(key=sort_key)
+    return out
+
+
+#: ls-tree processes run side by side to expand a sparse index (each is a git start-up,
+#: tens of round trips on a network mount before it answers).
+EXPAND_THREADS = 8
