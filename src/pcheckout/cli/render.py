@@ -1,4 +1,4 @@
-"""What ``pcheckout detect`` and ``pcheckout tune`` show: rich tables on a terminal.
+"""What the commands show: the detect and tune tables, the dry-run report, the summary line.
 
 The core returns typed results (:class:`~pcheckout.fs.detect.FsInfo`,
 :class:`~pcheckout.plan.tunecache.TuneResult`); only this package turns them into text.  rich's
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from pcheckout.fs.detect import FsInfo
+    from pcheckout.options import Result
     from pcheckout.plan.tunecache import TuneResult
 
 #: Width of the longest bar in the ``tune`` chart, in cells.
@@ -102,3 +103,68 @@ def tune_result(console: Console, result: TuneResult) -> None:
         f"stored for this mount in {cache_path()}",
         highlight=False,
     )
+
+
+def human_bytes(n: float) -> str:
+    """``1536`` -> ``1.5 KiB``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def summary(r: Result) -> str:
+    """The one line printed after a checkout, switch or export."""
+    plan = r.plan
+    if r.dry_run:
+        return ""
+    verb = {"switch": "switched", "resume": "resumed"}.get(r.mode, "wrote")
+    files = r.written if r.mode in ("switch", "resume") else r.files
+    parts = [
+        f"{verb} {files:,} files ({human_bytes(r.bytes)}) in {r.seconds:.2f} s "
+        f"with {plan.workers} worker{'s' if plan.workers != 1 else ''}"
+        f"{' (processes)' if r.processes else ''} ({plan.source})"
+    ]
+    if r.fetch_blobs:
+        parts.append(f"fetched {r.fetch_blobs:,} blobs ({human_bytes(r.fetched_bytes)}) "
+                     f"in {r.fetches} fetch{'es' if r.fetches != 1 else ''}")
+    if r.skip_worktree:
+        parts.append(f"{r.skip_worktree:,} outside the sparse checkout")
+    if r.kept:
+        parts.append(f"kept {r.kept:,}")
+    if r.deleted:
+        parts.append(f"deleted {r.deleted:,}")
+    if r.adapt_summary:
+        parts.append(r.adapt_summary)
+    if r.head:
+        parts.append(f"HEAD: {r.head}")
+    return "; ".join(parts)
+
+
+def plan(console: Console, r: Result) -> None:
+    """The dry run's report: the filesystem, the work and the plan, and why."""
+    # The checkout that produced ``r`` imported the writers already; `detect` must not.
+    from pcheckout.write.forked import MIN_ENTRIES as forked_min_entries
+
+    fs_info(console, r.filesystem)
+    plan = r.plan
+    what = {"checkout": "write", "export": "write", "resume": "resume", "switch": "update"}
+    console.print(
+        f"would {what.get(r.mode, 'write')} {r.files:,} entries ({human_bytes(r.bytes)})"
+        + (f", delete {r.deleted:,}" if r.deleted else "")
+        + (f"; {r.skip_worktree:,} outside the sparse checkout" if r.skip_worktree else "")
+    )
+    if r.fetch_blobs:
+        console.print(f"would fetch {r.fetch_blobs:,} missing blobs from the promisor remote "
+                      "in batches while writing")
+    console.print(f"workers: {plan.workers} ({plan.source}) — {plan.reason}")
+    if plan.adapt:
+        console.print("will adapt the worker count to measured throughput (--no-adapt to keep it)")
+    if plan.processes:
+        console.print(
+            "workers are processes (CPU-bound writing: one interpreter lock each), "
+            f"from {forked_min_entries:,} entries up on Linux"
+        )
+    if r.conversion:
+        console.print("content conversion on: " + "; ".join(r.conversion))
