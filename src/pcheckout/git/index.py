@@ -47,6 +47,7 @@ from pcheckout.errors import (
     decode,
     quote_path,
 )
+from pcheckout.fdio import write_all
 
 __all__ = [
     "CorruptIndexError",
@@ -394,13 +395,6 @@ def encode_rows(
 
 
 # --- writing with git's lock protocol -----------------------------------------------------
-
-
-def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
-    """``os.write`` until all of ``data`` is written (writes may be partial)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def write_index(

@@ -41,7 +41,7 @@ from pcheckout.errors import (
     WriteError,
     quote_path,
 )
-from pcheckout.git.index import write_all
+from pcheckout.fdio import write_all
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, Entry
 

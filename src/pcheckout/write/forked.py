@@ -34,8 +34,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from pcheckout.errors import PcheckoutError
+from pcheckout.fdio import write_all
 from pcheckout.git.catfile import Spawn
-from pcheckout.git.index import write_all
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import Entry
 from pcheckout.write.engine import STAT_SIZE, Engine, EngineOptions, Outcome

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from pcheckout.context import Context
 from pcheckout.errors import DestinationError, Interrupted
+from pcheckout.fdio import write_all
 from pcheckout.git import attributes
 from pcheckout.git.catfile import CatFile
 from pcheckout.git.config import config_bool
-from pcheckout.git.index import write_all
 from pcheckout.git.objects import blob_oid, file_blob_oid
 from pcheckout.git.runner import GIT_ATTR_SOURCE, GIT_CATFILE_Z
 from pcheckout.git.tree import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, Entry
