@@ -34,7 +34,7 @@ import os
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import IO, Any, NoReturn, Protocol
 
 from pcheckout.errors import CatFileError, MissingObjectError, decode
 from pcheckout.git.runner import Git
@@ -78,7 +78,7 @@ class State(enum.Enum):
 class _Reader:
     """A small buffered reader over a pipe that can also scan for a marker."""
 
-    def __init__(self, raw: Any) -> None:
+    def __init__(self, raw: IO[bytes]) -> None:
         self.raw = raw  # the unbuffered pipe (owns the fd)
         self.buf = b""
         self.pos = 0
@@ -139,7 +139,7 @@ def _start_failure(exc: OSError) -> str:
     return f"cannot start git cat-file: {reason}"
 
 
-def _scratch_file() -> Any:
+def _scratch_file() -> IO[bytes]:
     """Where a child's stderr goes: memory where Linux offers it (``memfd``),
     so starting 64 workers touches no disk (on this machine's throttled virtio
     disk every create counts), else an unlinked temporary file."""
@@ -181,6 +181,7 @@ class CatFile:
             self._stderr = _scratch_file()
         except OSError as exc:
             raise CatFileError(_start_failure(exc)) from None
+        #: The last request sent (named in an error if git dies before answering).
         self.last_request = b""
         #: The object whose answer is being read (named when the answer is bad).
         self.asked = ""
@@ -203,9 +204,11 @@ class CatFile:
             raise CatFileError(_start_failure(exc)) from None
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self._in = self.proc.stdin
-        self._out: Any = self.proc.stdout
+        #: Answers: the buffered pipe, or with filters the reader that can scan for the
+        #: sentinel's answer (``_reader``, the same object).
+        self._out: IO[bytes] | _Reader = self.proc.stdout
         if filters:
-            self._out = _Reader(self.proc.stdout)
+            self._reader = self._out = _Reader(self.proc.stdout)
             nonce = os.urandom(16).hex()
             #: oid length -> (sentinel request name, the answer that ends contents)
             self._sentinels = {
@@ -224,10 +227,13 @@ class CatFile:
             return oid.encode("ascii") + b" " + path + term + sentinel + b" -" + term
         return oid.encode("ascii") + term
 
-    def send(self, data: bytes) -> None:
+    def send(self, *requests: bytes) -> None:
+        """Write ``requests`` (lines from :meth:`request_line`) to git in one write; the
+        last is named in the error if git turns out to have died."""
         self._check_open()
+        self.last_request = requests[-1]
         try:
-            self._in.write(data)
+            self._in.write(b"".join(requests))
             self._in.flush()
         except (BrokenPipeError, ValueError, OSError) as exc:
             self._broken(f"stopped reading requests ({exc.__class__.__name__})")
@@ -267,7 +273,7 @@ class CatFile:
 
     def read_filtered(self, sink: Callable[[bytes], None]) -> None:
         """Converted contents (after ``read_header``): up to the sentinel's answer."""
-        if not self._out.read_until(self._marker, sink):
+        if not self._reader.read_until(self._marker, sink):
             self._broken("cut a converted answer short")
 
     def stream_to(self, size: int, sink: Callable[[bytes], None]) -> None:
@@ -342,11 +348,11 @@ class CatFile:
         what = "closed" if self.state is State.CLOSED else "it broke"
         raise CatFileError(f"{self.name}: used after it was {what}")
 
-    def _broken(self, what: str, *, dead: bool = True) -> None:
+    def _broken(self, what: str) -> NoReturn:
+        """Raise (and remember) what went wrong with the process, with git's stderr."""
         self.state = State.BROKEN
-        if dead:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(0.2)
+        with contextlib.suppress(subprocess.TimeoutExpired):  # let it finish dying
+            self.proc.wait(0.2)
         err = self.stderr_tail()
         req = self.asked or decode(self.last_request).strip()
         exc = CatFileError(f"{self.name} {what} (request: {req})", stderr=err)

@@ -358,9 +358,8 @@ class Engine:
                     pending_bytes += len(line)
                 if out:
                     assert cf is not None
-                    cf.last_request = out[-1]
                     try:
-                        cf.send(b"".join(out))
+                        cf.send(*out)
                     except CatFileError as exc:  # it died: a send is where that shows first
                         restarts = self._give_up_or_count(exc, entries[pending[0]], restarts, st)
                         cf, pending_bytes = self._restart(wid, cf, pending)
@@ -429,10 +428,9 @@ class Engine:
             return cf, 0
         entries = self.entries
         lines = [cf.request_line(entries[j].oid, entries[j].path) for j in pending]
-        cf.last_request = lines[-1]
         # If it broke already, the next read re-raises that and counts a restart.
         with contextlib.suppress(CatFileError):
-            cf.send(b"".join(lines))
+            cf.send(*lines)
         return cf, sum(len(x) for x in lines)
 
     def _open(self, wid: int, *, filters: bool) -> CatFile:
@@ -551,9 +549,7 @@ class Engine:
             raise WriteError(e.path, exc) from None
 
     def _symlink_via(self, cf: CatFile, i: int, e: Entry, st: WorkerStats) -> None:
-        line = cf.request_line(e.oid)
-        cf.last_request = line
-        cf.send(line)
+        cf.send(cf.request_line(e.oid))
         self._receive(cf, i, e, st)
 
     def _write_gitlink(self, i: int, e: Entry) -> None:

@@ -162,8 +162,7 @@ def _write_attributes_first(
         raw: dict[int, bytes] = {}
         for i in todo:
             e = entries[i]
-            plain.last_request = plain.request_line(e.oid)
-            plain.send(plain.last_request)
+            plain.send(plain.request_line(e.oid))
             _kind, size = plain.read_header(e.oid)
             raw[i] = plain.read_small(size)
     finally:
@@ -186,8 +185,7 @@ def _write_attributes_first(
             if b"\n" in e.path and not filt.nul:
                 data = git.out("cat-file", "--filters", f"--path={os.fsdecode(e.path)}", e.oid)
             else:
-                filt.last_request = filt.request_line(e.oid, e.path)
-                filt.send(filt.last_request)
+                filt.send(filt.request_line(e.oid, e.path))
                 filt.read_header(e.oid)
                 parts: list[bytes] = []
                 filt.read_filtered(parts.append)
