@@ -35,10 +35,11 @@ from dataclasses import replace
 
 from pcheckout.errors import PcheckoutError
 from pcheckout.fdio import write_all
+from pcheckout.fs.files import STAT_SIZE
 from pcheckout.git.catfile import Spawn
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import Entry
-from pcheckout.write.engine import STAT_SIZE, Engine, EngineOptions, Outcome
+from pcheckout.write.engine import Engine, EngineOptions, Outcome
 
 #: Fewer entries per process than this and a fork (~1 ms for a Python process
 #: of ~30 MiB) and a second cat-file start cost more than a share saves.

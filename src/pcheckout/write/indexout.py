@@ -10,10 +10,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pcheckout.context import Context
 from pcheckout.errors import PcheckoutError, quote_path
 from pcheckout.fs.detect import FsInfo
+from pcheckout.fs.files import unpack_stat
 from pcheckout.git import index as ix
 from pcheckout.git.config import config_bool
 from pcheckout.git.tree import Entry
-from pcheckout.write.engine import Outcome, unpack_stat
+from pcheckout.write.engine import Outcome
 
 #: git (as usually built, without USE_NSEC) trusts an index entry's stat data
 #: only if the index file is from a later *second* than the file's mtime; a

@@ -19,6 +19,7 @@ from pathlib import Path
 from pcheckout.context import Context
 from pcheckout.errors import DestinationError, Interrupted
 from pcheckout.fdio import write_all
+from pcheckout.fs.files import pack_stat
 from pcheckout.git import attributes
 from pcheckout.git.catfile import CatFile
 from pcheckout.git.config import config_bool
@@ -27,7 +28,7 @@ from pcheckout.git.runner import GIT_ATTR_SOURCE, GIT_CATFILE_Z
 from pcheckout.git.tree import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, Entry
 from pcheckout.plan import controller, policy
 from pcheckout.write import forked
-from pcheckout.write.engine import Engine, EngineOptions, Outcome, pack_stat
+from pcheckout.write.engine import Engine, EngineOptions, Outcome
 
 #: The hint an interrupted write leaves the user.
 RESUME_HINT = "run 'pcheckout checkout' again to finish"

@@ -1,0 +1,278 @@
+"""One writer thread: its cat-file processes, the requests in flight, and restarts.
+
+The engine (``write/engine.py``) runs one :class:`Worker` per thread and hands it batches of
+entries.  A worker pipelines: it asks its cat-file for entries ahead of writing them, in
+bursts (one write per ~50 requests instead of one per file, for us and for git), so git
+inflates the next blobs while Python creates and writes the current file.  At most
+``REQUEST_WINDOW`` bytes of requests and :data:`PENDING_BATCHES` batches are unanswered at a
+time.  When the cat-file dies, the worker starts a fresh one and asks it again for
+everything unanswered, at most :data:`MAX_RESTARTS` times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from pcheckout.errors import CatFileError, MissingObjectError, PcheckoutError, quote_path
+from pcheckout.fs.files import Destination, unpack_stat
+from pcheckout.git.catfile import REQUEST_WINDOW, SMALL_BLOB, CatFile
+from pcheckout.git.runner import Git
+from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
+
+#: A worker whose cat-file process dies is given a fresh one this many times
+#: before the checkout stops (a crash that repeats is not a fluke).
+MAX_RESTARTS = 2
+#: Entries one worker may have asked for and not yet written, in batches.  The
+#: request window alone (4 KiB, ~100 requests) let the first workers to start
+#: claim ~100 entries each before the last had begun: on the 1 ms latency
+#: mount (~6 ms per file) a 368-file switch at 8 workers had three workers
+#: writing ~100 files (0.6 s) while four wrote 5.  Two batches keep git
+#: inflating ahead of the writer (an answer takes microseconds, a create
+#: milliseconds) and leave the rest to be stolen; where batches are large
+#: (few workers, many entries: CPU-bound) the byte window still binds first.
+PENDING_BATCHES = 2
+#: Refill the request window only when it has drained to half: requests go out
+#: in bursts of ~50 (one write syscall each side) while git always has work.
+REQUEST_LOW_WATER = REQUEST_WINDOW // 2
+
+
+class Stop(Exception):
+    """Internal: another worker failed or the run was interrupted."""
+
+
+@dataclass
+class WorkerStats:
+    files: int = 0
+    bytes: int = 0
+    restarts: int = 0
+
+
+class Pool(Protocol):
+    """The engine as its workers see it."""
+
+    @property
+    def git(self) -> Git: ...
+    @property
+    def entries(self) -> Sequence[Entry]: ...
+    @property
+    def skip(self) -> Sequence[bool] | None: ...
+    @property
+    def stats(self) -> list[bytes | None]: ...  # packed stat data, filled in per entry
+    @property
+    def dest(self) -> Destination: ...
+    @property
+    def batch(self) -> int: ...  # entries per batch now (a new limit changes it)
+    @property
+    def stopping(self) -> threading.Event: ...  # set when the run must stop
+
+    def take(self, wid: int) -> range | None:
+        """The next batch for worker ``wid``; None when all is handed out (raises Stop)."""
+        ...
+
+    def open_catfile(self, wid: int, *, filters: bool) -> CatFile:
+        """A new cat-file for worker ``wid``, known to the engine (raises Stop)."""
+        ...
+
+
+class Worker:
+    """One thread's pipeline; ``filters`` asks through ``cat-file --filters``, ``nul`` says
+    whether its requests are NUL-terminated (git >= 2.38; before, a path with a newline
+    cannot be said on a request line and is read with a one-shot ``git cat-file``)."""
+
+    def __init__(
+        self, pool: Pool, wid: int, counts: WorkerStats, *, filters: bool, nul: bool
+    ) -> None:
+        self.pool = pool
+        self.wid = wid
+        self.counts = counts
+        self.filters = filters
+        self.one_shot_newlines = filters and not nul
+        self.entries = pool.entries
+        self.stats = pool.stats
+        self.dest = pool.dest
+        self.cf: CatFile | None = None  # started when first needed
+        self.plain: CatFile | None = None  # symlinks' targets, unconverted, when filtering
+        self.pending: deque[int] = deque()  # entries asked for, not yet answered
+        self.sizes: deque[int] = deque()  # their request lengths (the same after a restart)
+        self.pending_bytes = 0
+        self.exhausted = False  # the engine has no more batches for us
+        self._batch: range | None = None
+        self._pos = 0
+
+    def run(self) -> None:
+        """Write entries until none are left, then close the cat-files (which checks that
+        they exited cleanly).  Raises :class:`Stop` when the run stops early."""
+        pool = self.pool
+        stopping = pool.stopping
+        entries = self.entries
+        pending, sizes = self.pending, self.sizes
+        while True:
+            if stopping.is_set():
+                raise Stop
+            if (
+                not self.exhausted
+                and self.pending_bytes <= REQUEST_LOW_WATER
+                and len(pending) < PENDING_BATCHES * pool.batch
+            ):
+                self._ask()
+            if not pending:
+                if self.exhausted:
+                    break
+                continue
+            cf = self.cf
+            assert cf is not None  # entries are pending only once it was asked
+            i = pending[0]
+            try:
+                self._write(cf, i, entries[i])
+            except CatFileError as exc:
+                # Ask a fresh process again for everything unanswered (the file of
+                # entry i, if begun, was removed by the destination).
+                self._restart(exc, entries[i])
+                continue
+            pending.popleft()
+            self.pending_bytes -= sizes.popleft()
+        for proc in (self.cf, self.plain):
+            if proc is not None:
+                proc.close()
+
+    def kill(self) -> None:
+        """Stop this worker's cat-file processes now (any state)."""
+        for proc in (self.cf, self.plain):
+            if proc is not None:
+                proc.kill()
+
+    # -- requests -----------------------------------------------------------------
+    def _ask(self) -> None:
+        """Ask for more entries in one burst, until the request window or the pending
+        cap is full, writing at once what needs no answer from this worker's cat-file."""
+        pool = self.pool
+        entries, skip = self.entries, pool.skip
+        pending, sizes = self.pending, self.sizes
+        pending_bytes = self.pending_bytes
+        most = PENDING_BATCHES * pool.batch
+        batch, pos = self._batch, self._pos
+        cf = self.cf
+        out: list[bytes] = []
+        while len(pending) < most and pending_bytes < REQUEST_WINDOW:
+            if batch is None or pos >= len(batch):
+                batch = pool.take(self.wid)
+                pos = 0
+                if batch is None:
+                    self.exhausted = True
+                    break
+            i = batch[pos]
+            pos += 1
+            if skip is not None and skip[i]:
+                continue
+            e = entries[i]
+            if e.mode == MODE_GITLINK:
+                # As git: an empty directory for a submodule that is not checked out.
+                self.stats[i] = self.dest.write_dir(e.path)
+                self.counts.files += 1
+                continue
+            if e.mode == MODE_SYMLINK and self.filters:
+                self._write_symlink_unfiltered(i, e)
+                continue
+            if self.one_shot_newlines and b"\n" in e.path:
+                self._write_one_shot(i, e)
+                continue
+            if cf is None:
+                cf = self.cf = pool.open_catfile(self.wid, filters=self.filters)
+            line = cf.request_line(e.oid, e.path)
+            out.append(line)
+            pending.append(i)
+            sizes.append(len(line))
+            pending_bytes += len(line)
+        self._batch, self._pos = batch, pos
+        self.pending_bytes = pending_bytes
+        if out:
+            assert cf is not None
+            try:
+                cf.send(*out)
+            except CatFileError as exc:  # it died: a send is where that shows first
+                self._restart(exc, entries[pending[0]])
+
+    def _restart(self, exc: CatFileError, e: Entry) -> None:
+        """Raise the error a user sees, or start a fresh cat-file and ask it again for
+        every entry not yet answered (``e`` is the first)."""
+        if self.pool.stopping.is_set():
+            raise Stop from None  # killed by us (another worker failed or an interrupt)
+        where = f"{e.oid} for {quote_path(e.path)}"
+        if isinstance(exc, MissingObjectError):
+            raise MissingObjectError(
+                f"object {where} is missing from the repository", stderr=exc.stderr
+            ) from None
+        restarts = self.counts.restarts
+        if restarts >= MAX_RESTARTS:
+            raise CatFileError(
+                f"{exc.detail} (last request: {where}; gave up after {restarts} restart"
+                f"{'s' if restarts != 1 else ''})",
+                stderr=exc.stderr,
+            ) from None
+        self.counts.restarts += 1
+        if self.cf is not None:
+            self.cf.kill()
+        cf = self.cf = self.pool.open_catfile(self.wid, filters=self.filters)
+        entries = self.entries
+        lines = [cf.request_line(entries[j].oid, entries[j].path) for j in self.pending]
+        self.pending_bytes = sum(len(x) for x in lines)
+        if lines:
+            # If it broke already, the next read re-raises that and counts a restart.
+            with contextlib.suppress(CatFileError):
+                cf.send(*lines)
+
+    # -- writing ------------------------------------------------------------------
+    def _write(self, cf: CatFile, i: int, e: Entry) -> None:
+        """Read the answer for entry ``i`` from ``cf`` and write it."""
+        kind, size = cf.read_header(e.oid)
+        if kind != b"blob":
+            cf.skip(size)
+            raise PcheckoutError(
+                f"tree entry {e.path.decode('utf-8', 'backslashreplace')} is a {kind.decode()}, "
+                "not a blob"
+            )
+        dest = self.dest
+        if cf.filters:
+            if size <= SMALL_BLOB:
+                parts: list[bytes] = []
+                cf.read_filtered(parts.append)
+                data = b"".join(parts)
+                packed = dest.write_file(e.path, e.mode, data)
+                size = len(data)
+            else:
+                packed = dest.write_file(e.path, e.mode, None, cf.read_filtered)
+                size = unpack_stat(packed).size  # a new file holds what was written
+        elif e.mode == MODE_SYMLINK:
+            packed = dest.write_symlink(e.path, cf.read_small(size))
+        elif size <= SMALL_BLOB:
+            packed = dest.write_file(e.path, e.mode, cf.read_small(size))
+        else:
+            packed = dest.write_file(e.path, e.mode, None, lambda sink: cf.stream_to(size, sink))
+        self.stats[i] = packed
+        counts = self.counts
+        counts.files += 1
+        counts.bytes += size
+
+    def _write_symlink_unfiltered(self, i: int, e: Entry) -> None:
+        """A symlink's target as stored (no filter applies to it), from a plain cat-file."""
+        plain = self.plain
+        if plain is None:
+            plain = self.plain = self.pool.open_catfile(self.wid, filters=False)
+        plain.send(plain.request_line(e.oid))
+        self._write(plain, i, e)
+
+    def _write_one_shot(self, i: int, e: Entry) -> None:
+        """Filtered contents for a path with a newline, on git < 2.38."""
+        proc = self.pool.git.run("cat-file", "--filters", f"--path={os.fsdecode(e.path)}", e.oid)
+        if e.mode == MODE_SYMLINK:
+            self.stats[i] = self.dest.write_symlink(e.path, proc.stdout)
+        else:
+            self.stats[i] = self.dest.write_file(e.path, e.mode, proc.stdout)
+        self.counts.files += 1
+        self.counts.bytes += len(proc.stdout)
