@@ -3,17 +3,51 @@
 from __future__ import annotations
 
 import errno
+import faulthandler
+import os
+import signal
 import threading
+import time
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faultkit import FILES, assert_finishes, assert_nothing_partial, no_children, standin_spawn
+from faultkit import (
+    FILES,
+    HANG_S,
+    assert_finishes,
+    assert_nothing_partial,
+    no_children,
+    standin_spawn,
+)
 from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import GitError, MissingObjectError, PcheckoutError, WriteError
 from pcheckout.plan import policy
 from pcheckout.write import forked
+
+
+@pytest.fixture(autouse=True)
+def single_threaded(request: pytest.FixtureRequest) -> Iterator[None]:
+    """No watchdog thread: writers fork only while no other thread runs, and pytest's
+    ``faulthandler_timeout`` keeps one in every test.  The same dump of every thread's
+    traceback on a hang comes from SIGALRM instead (a fork does not inherit the alarm)."""
+    timeout = float(request.config.getini("faulthandler_timeout") or 0)
+    faulthandler.cancel_dump_traceback_later()
+    deadline = time.monotonic() + HANG_S
+    while len(os.listdir("/proc/self/task")) > 1 and time.monotonic() < deadline:
+        time.sleep(0.002)  # the watchdog exits shortly after its cancel
+    if timeout:
+        faulthandler.register(signal.SIGALRM)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        yield
+    finally:
+        if timeout:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            faulthandler.unregister(signal.SIGALRM)
 
 
 @pytest.fixture
@@ -48,7 +82,11 @@ def test_forked_checkout_matches_git(tmp_path: Path, processes: None) -> None:
     git(src, "update-index", "--add", "--cacheinfo", f"160000,{sub},mod/ule")
     git(src, "commit", "-qm", "gitlink")
     ours = clone_no_checkout(src, tmp_path / "ours")
-    result = checkout(CheckoutOptions(directory=ours, workers=4))
+    with warnings.catch_warnings(record=True) as caught:
+        # Recorded, not raised: CPython drops the fork warning an "error" filter makes.
+        warnings.simplefilter("always")
+        result = checkout(CheckoutOptions(directory=ours, workers=4))
+    assert [str(w.message) for w in caught] == []
     assert result.processes and result.files == len(ODD) + 1
     assert result.plan.processes
     assert no_children() == []
@@ -112,6 +150,24 @@ def test_threads_when_another_thread_runs(tmp_path: Path, processes: None) -> No
     assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
 
 
+def test_threads_beside_a_thread_python_does_not_know(tmp_path: Path, processes: None) -> None:
+    """faulthandler's watchdog is a C thread (threading does not list it): no fork beside it
+    either, so no "multi-threaded, use of fork() may lead to deadlocks" (Python 3.12+)."""
+    src = make_repo(tmp_path, ODD)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    faulthandler.dump_traceback_later(HANG_S * 30)
+    try:
+        assert threading.active_count() == 1
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = checkout(CheckoutOptions(directory=ours, workers=2))
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    assert [str(w.message) for w in caught] == []
+    assert result.plan.processes and not result.processes  # planned, but not safe to fork
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
+
+
 @pytest.mark.parametrize("exc", [
     WriteError(b"a/b", OSError(errno.ENOSPC, "No space left on device")),
     GitError("git failed", stderr=b"fatal: bad object\n"),
@@ -133,13 +189,10 @@ def test_ctrl_c_to_the_process_group_stops_every_process(
     big_repo: tuple[Path, dict[bytes, bytes]]
 ) -> None:
     """A terminal's Ctrl-C reaches the parent and every child at once."""
-    import os
-    import signal
     import subprocess
     import sys
-    import time
 
-    from faultkit import HANG_S, our_processes
+    from faultkit import our_processes
 
     src, files = big_repo
     for attempt in range(3):
