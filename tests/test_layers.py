@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "src" / "pcheckout"
 #: Bottom to top; a module may import only from its own layer or those below.
 #: Within a layer, the no-cycle check is what holds the order.
 LAYERS = [
-    {"pcheckout", "pcheckout.errors"},
+    {"pcheckout", "pcheckout.errors", "pcheckout.fdio"},
     {"pcheckout.git"},
     {"pcheckout.fs"},
     {"pcheckout.plan"},
