@@ -54,16 +54,20 @@ def single_threaded(request: pytest.FixtureRequest) -> Iterator[None]:
 def processes(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fork writers whatever this machine is: any filesystem counts as CPU-bound, there are
     4 CPUs, and small trees are split too."""
-    monkeypatch.setattr(policy, "CPU_BOUND_KINDS", (
-        "tmpfs", "ssd", "hdd", "virtual", "unknown", "overlay", "fuse", "nfs", "smb", "network"))
+    monkeypatch.setattr(
+        policy,
+        "CPU_BOUND_KINDS",
+        ("tmpfs", "ssd", "hdd", "virtual", "unknown", "overlay", "fuse", "nfs", "smb", "network"),
+    )
     monkeypatch.setattr(policy.CpuInfo, "current", classmethod(lambda cls: cls(4, 4)))
     monkeypatch.setattr(forked, "MIN_ENTRIES_PER_PROCESS", 5)
     monkeypatch.setattr(forked, "MIN_ENTRIES", 10)
 
 
 ODD: dict[bytes, bytes | tuple[str, bytes]] = {
-    **{b"dir%d/sub%d/f%03d.txt" % (i % 7, i % 3, i): b"line %d\n" % i * (i % 5)
-       for i in range(120)},
+    **{
+        b"dir%d/sub%d/f%03d.txt" % (i % 7, i % 3, i): b"line %d\n" % i * (i % 5) for i in range(120)
+    },
     b"tab\tname": b"t\n",
     b"new\nline": b"n\n",
     b"back\\slash": b"b\n",
@@ -126,8 +130,9 @@ def test_an_error_in_a_child_reaches_the_user_as_itself(tmp_path: Path, processe
     # Whichever child asks first meets the fault: its share's first entry.
     import re
 
-    found = re.fullmatch(r"object ([0-9a-f]{40}) for (\S+) is missing from the repository",
-                         str(info.value))
+    found = re.fullmatch(
+        r"object ([0-9a-f]{40}) for (\S+) is missing from the repository", str(info.value)
+    )
     assert found, str(info.value)
     assert git(src, "rev-parse", f"HEAD:{found[2]}").decode().strip() == found[1]
     assert no_children() == []
@@ -168,11 +173,14 @@ def test_threads_beside_a_thread_python_does_not_know(tmp_path: Path, processes:
     assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
 
 
-@pytest.mark.parametrize("exc", [
-    WriteError(b"a/b", OSError(errno.ENOSPC, "No space left on device")),
-    GitError("git failed", stderr=b"fatal: bad object\n"),
-    MissingObjectError("object x is missing"),
-])
+@pytest.mark.parametrize(
+    "exc",
+    [
+        WriteError(b"a/b", OSError(errno.ENOSPC, "No space left on device")),
+        GitError("git failed", stderr=b"fatal: bad object\n"),
+        MissingObjectError("object x is missing"),
+    ],
+)
 def test_errors_cross_the_pipe_with_class_message_and_attributes(exc: PcheckoutError) -> None:
     back = forked._unpickle_error(forked._pickle_error(exc))
     assert type(back) is type(exc) and str(back) == str(exc)
@@ -186,7 +194,7 @@ def test_other_exceptions_become_internal_errors() -> None:
 
 
 def test_ctrl_c_to_the_process_group_stops_every_process(
-    big_repo: tuple[Path, dict[bytes, bytes]]
+    big_repo: tuple[Path, dict[bytes, bytes]],
 ) -> None:
     """A terminal's Ctrl-C reaches the parent and every child at once."""
     import subprocess
@@ -198,9 +206,13 @@ def test_ctrl_c_to_the_process_group_stops_every_process(
     for attempt in range(3):
         ours = src.parent / f"ours-group-{attempt}"
         git(src.parent, "clone", "-q", "--no-checkout", str(src), str(ours))
-        cli = subprocess.Popen([sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours),
-                                "-j", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
+        cli = subprocess.Popen(
+            [sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours), "-j", "2"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + HANG_S
         while not any(n != ".git" for n in os.listdir(ours)) and cli.poll() is None:
             assert time.monotonic() < deadline
@@ -212,8 +224,9 @@ def test_ctrl_c_to_the_process_group_stops_every_process(
     else:
         pytest.skip("the checkout finished before the signal three times")
     assert cli.returncode == 130, err
-    assert err == ("pcheckout: error: interrupted by SIGINT; "
-                   "run 'pcheckout checkout' again to finish\n")
+    assert err == (
+        "pcheckout: error: interrupted by SIGINT; run 'pcheckout checkout' again to finish\n"
+    )
     assert our_processes(ours) == []
     assert not (ours / ".git" / "index").exists()
     assert_nothing_partial(ours, files)

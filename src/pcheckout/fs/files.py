@@ -42,8 +42,12 @@ __all__ = [
 
 #: How every work-tree file is created: exclusively, never through a symlink, not inherited
 #: by child processes (the cat-file processes started while other threads write).
-O_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(
-    os, "O_CLOEXEC", 0
+O_CREATE = (
+    os.O_WRONLY
+    | os.O_CREAT
+    | os.O_EXCL
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_CLOEXEC", 0)
 )
 
 #: Stat data kept per written entry until the index is written: packed, 48

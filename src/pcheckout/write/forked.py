@@ -133,8 +133,17 @@ def run(
             try:
                 pid = os.fork()
                 if pid == 0:  # the child (signals still blocked): never returns
-                    _child(git, entries[a:b], None if skip is None else skip[a:b], one, spawn,
-                           progress, j, w, [r] + [rr for _pid, rr in children])
+                    _child(
+                        git,
+                        entries[a:b],
+                        None if skip is None else skip[a:b],
+                        one,
+                        spawn,
+                        progress,
+                        j,
+                        w,
+                        [r] + [rr for _pid, rr in children],
+                    )
                 children.append((pid, r))
                 os.close(w)
             finally:
@@ -170,13 +179,28 @@ def run(
                 pos += 1
     if report is not None:
         report(files, nbytes)
-    return Outcome(stats=stats, files=files, bytes=nbytes, seconds=time.monotonic() - t0,
-                   restarts=restarts, workers_used=k, limit_history=[(0.0, k)], processes=True)
+    return Outcome(
+        stats=stats,
+        files=files,
+        bytes=nbytes,
+        seconds=time.monotonic() - t0,
+        restarts=restarts,
+        workers_used=k,
+        limit_history=[(0.0, k)],
+        processes=True,
+    )
 
 
 def _child(
-    git: Git, entries: Sequence[Entry], skip: Sequence[bool] | None, opts: EngineOptions,
-    spawn: Spawn | None, progress: mmap.mmap, j: int, w: int, parents_fds: list[int],
+    git: Git,
+    entries: Sequence[Entry],
+    skip: Sequence[bool] | None,
+    opts: EngineOptions,
+    spawn: Spawn | None,
+    progress: mmap.mmap,
+    j: int,
+    w: int,
+    parents_fds: list[int],
 ) -> NoReturn:
     """Write one share and send the result; entered with SIGINT and SIGTERM blocked, which
     stay blocked except while the engine runs (its interrupt handling stops its cat-file)."""
@@ -209,8 +233,10 @@ def _child(
 
 
 def _collect(
-    children: list[tuple[int, int]], progress: mmap.mmap,
-    report: Callable[[int, int], None] | None, interval: float,
+    children: list[tuple[int, int]],
+    progress: mmap.mmap,
+    report: Callable[[int, int], None] | None,
+    interval: float,
 ) -> list[bytes]:
     """Every child's payload (read as it comes, so no pipe fills), reporting
     progress every ``interval`` seconds; then reap them."""
