@@ -11,10 +11,12 @@ from pcheckout.plan.policy import (
     PARALLEL_THRESHOLD,
     CpuInfo,
     Explicit,
+    ExplicitWriter,
     Tuned,
     WorkerPlan,
     choose_workers,
     explicit_choice,
+    explicit_writer,
     linux_cores,
     parse_workers,
 )
@@ -272,3 +274,107 @@ def test_linux_cores_counts_sibling_sets(tmp_path: Path) -> None:
     assert linux_cores({0, 1, 2, 3}, str(tmp_path)) == 2
     assert linux_cores({0, 2}, str(tmp_path)) == 1  # affinity on one core's two threads
     assert linux_cores({0, 4}, str(tmp_path)) is None  # cpu4 has no topology: unknown
+
+
+# --- the writer --------------------------------------------------------------------------------
+
+GIT_NEW = (2, 39, 5)
+GIT_OLD = (2, 31, 1)
+FIXTURES = Path(__file__).parent / "fixtures" / "mountinfo"
+
+
+@pytest.mark.parametrize(
+    ("table", "path", "writer"),
+    [
+        ("tmpfs_virtio.txt", "/dev/shm/w", "git"),
+        ("tmpfs_virtio.txt", "/mnt/scratch/w", "git"),
+        ("overlay_docker.txt", "/srv/tmp-overlay/w", "git"),  # upper layer on tmpfs
+        ("zfs.txt", "/tank/src/w", "git"),  # a zfs dataset: virtual, CPU-bound
+        ("nfs3.txt", "/mnt/build/w", "pcheckout"),
+        ("nfs41.txt", "/home/alice/w", "pcheckout"),
+        ("cifs_smb3.txt", "/mnt/share/w", "pcheckout"),
+        ("lustre.txt", "/lustre/scratch/w", "pcheckout"),
+        ("sshfs.txt", "/mnt/remote/w", "pcheckout"),
+        ("fuse_local.txt", "/mnt/local-fuse/w", "pcheckout"),
+        ("tmpfs_virtio.txt", "/mnt/hostshare/w", "pcheckout"),  # virtiofs: calls go to the host
+        ("nfs3.txt", "/srv/w", "pcheckout"),  # an ext4 on an unnamed disk, from a table: unknown
+    ],
+)
+def test_writer_by_filesystem_kind_from_mount_tables(table: str, path: str, writer: str) -> None:
+    from pcheckout.fs.detect import detect
+
+    info = detect(path, mountinfo=str(FIXTURES / table))
+    p = plan(info, entries=5_000, cpus=TWO, git_version=GIT_NEW)
+    assert p.writer == writer, (info.kind, p.writer_reason)
+    assert p.writer_source == "policy" and "\n" not in p.writer_reason
+    if writer == "git":
+        assert not p.processes and not p.adapt and "CPU-bound" in p.writer_reason
+        assert p.workers == 4  # 2 checkout.workers per core on 2 cores
+    else:
+        assert "latency-bound" in p.writer_reason or "unknown" in p.writer_reason
+
+
+def test_git_older_than_232_falls_back_with_a_note() -> None:
+    p = plan(fs("tmpfs", fstype="tmpfs"), cpus=TWO, git_version=GIT_OLD)
+    assert p.writer == "pcheckout" and p.processes
+    assert "git 2.31.1 has no parallel checkout (2.32+)" in p.writer_reason
+    assert plan(fs("tmpfs", fstype="tmpfs"), git_version=(0, 0, 0)).writer == "pcheckout"
+
+
+def test_explicit_writer_wins_over_kind_and_tuning() -> None:
+    nfs = fs("nfs", nfs_version="3")
+    tuned = Tuned(workers=24, measured_on="2024-05-01", mount_key=nfs.mount_key)
+    p = plan(nfs, tuned=tuned, writer=ExplicitWriter("git", "--writer"), git_version=GIT_NEW)
+    assert (p.writer, p.writer_source, p.workers) == ("git", "user", 24)
+    assert not p.adapt and not p.processes
+    tmpfs = fs("tmpfs", fstype="tmpfs")
+    p = plan(tmpfs, cpus=TWO, writer=ExplicitWriter("pcheckout", "PCHECKOUT_WRITER"),
+             git_version=GIT_NEW)
+    assert (p.writer, p.workers, p.processes) == ("pcheckout", 2, True)
+    assert "PCHECKOUT_WRITER" in p.writer_reason
+    old = plan(tmpfs, writer=ExplicitWriter("git", "--writer"), git_version=GIT_OLD)
+    assert old.writer == "git" and "sequentially" in old.writer_reason  # the user's call
+
+
+def test_explicit_count_goes_to_git_as_is() -> None:
+    p = plan(fs("tmpfs", fstype="tmpfs"), cpus=TWO, explicit=Explicit(7, "--workers"),
+             git_version=GIT_NEW)
+    assert (p.writer, p.workers, p.source) == ("git", 7, "user")
+
+
+def test_tuned_result_picks_the_writer() -> None:
+    ext4 = fs("virtual")
+    wide = Tuned(workers=32, measured_on="2024-05-01", mount_key=ext4.mount_key)
+    p = plan(ext4, cpus=TWO, tuned=wide, git_version=GIT_NEW)
+    assert (p.writer, p.writer_source, p.workers) == ("pcheckout", "tuned", 32)
+    assert "calls wait" in p.writer_reason
+    nfs = fs("nfs", nfs_version="3")
+    narrow = Tuned(workers=2, measured_on="2024-05-01", mount_key=nfs.mount_key)
+    p = plan(nfs, cpus=TWO, tuned=narrow, git_version=GIT_NEW)
+    assert (p.writer, p.writer_source, p.workers) == ("git", "tuned", 2)
+    chosen = Tuned(workers=8, measured_on="2024-05-01", mount_key=nfs.mount_key, writer="git")
+    assert plan(nfs, cpus=TWO, tuned=chosen, git_version=GIT_NEW).writer == "git"
+    assert plan(nfs, cpus=TWO, tuned=chosen, git_version=GIT_OLD).writer == "pcheckout"
+
+
+def test_small_trees_give_git_one_worker() -> None:
+    p = plan(fs("tmpfs", fstype="tmpfs"), entries=50, cpus=TWO, git_version=GIT_NEW)
+    assert (p.writer, p.workers) == ("git", 1)
+
+
+def test_explicit_writer_precedence_cli_env_config() -> None:
+    env = {"PCHECKOUT_WRITER": "pcheckout"}
+    cfg = {"pcheckout.writer": "git"}
+    assert explicit_writer("git", env, cfg) == ExplicitWriter("git", "--writer")
+    assert explicit_writer(None, env, cfg) == ExplicitWriter("pcheckout", "PCHECKOUT_WRITER")
+    assert explicit_writer("auto", {"PCHECKOUT_WRITER": "auto"}, cfg) == ExplicitWriter(
+        "git", "git config pcheckout.writer")
+    assert explicit_writer("AUTO", {}, {"PCheckout.Writer": "auto"}) is None
+    assert explicit_writer(None, {"PCHECKOUT_WRITER": " "}, {}) is None
+
+
+@pytest.mark.parametrize(("cli", "env", "where"), [
+    ("cat-file", {}, "--writer"), (None, {"PCHECKOUT_WRITER": "gitt"}, "PCHECKOUT_WRITER")])
+def test_invalid_writer_is_a_usage_error(cli: str | None, env: dict[str, str], where: str) -> None:
+    with pytest.raises(UsageError, match=where):
+        explicit_writer(cli, env, {})

@@ -26,6 +26,7 @@ from pcheckout.plan import policy
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
+    from pcheckout.fs.detect import FsInfo
     from pcheckout.options import Result
 
 # Each command imports the core it runs inside its function: a checkout needs the
@@ -108,6 +109,15 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--files", type=int, metavar="N", help="files written per measurement")
     t.add_argument("--duration", type=float, metavar="SECONDS", help="time budget")
     t.add_argument("--rounds", type=int, default=3, metavar="N")
+    t.add_argument("--git-config", action="store_true",
+                   help="make plain git use this mount's count: an includeIf section in the "
+                   "global git config pointing at a file pcheckout owns (shown, then written)")
+    t.add_argument("--remove", action="store_true",
+                   help="with --git-config: take that include and file out again")
+    t.add_argument("--no-measure", action="store_true",
+                   help="with --git-config: never measure; use the stored result or the policy")
+    t.add_argument("-n", "--dry-run", action="store_true",
+                   help="with --git-config: show what would be written, write nothing")
     return p
 
 
@@ -265,7 +275,11 @@ def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
         raise UsageError("--max-workers must be at least 1")
     if not os.path.isdir(args.path):
         raise UsageError(f"not a directory: {args.path}")
+    if (args.remove or args.no_measure or args.dry_run) and not args.git_config:
+        raise UsageError("--remove, --no-measure and --dry-run go with --git-config")
     fs = fsdetect.detect(args.path)
+    if args.git_config:
+        return _tune_git_config(args, fs)
     if args.forget:
         dropped = tunecache.forget(fs)
         if args.json:
@@ -283,6 +297,55 @@ def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
         print(json.dumps(result.to_json(), indent=2))
     elif not args.quiet:
         render.tune_result(Console(), result)
+    return 0
+
+
+#: The entry count the plain-git count is planned for (checkout.workers holds one number for
+#: every repository under the mount): a mid-sized repository; only NFS 3/4.1/4.2 counts
+#: change with it (policy.NFS_LARGE_ENTRIES).
+PLAIN_GIT_ENTRIES = 10_000
+
+
+def _tune_git_config(args: argparse.Namespace, fs: FsInfo) -> int:
+    """``tune PATH --git-config``: plain git under this mount gets the count pcheckout would
+    give git's writer there (a stored tune result, measured now if there is none, or the
+    policy with --no-measure)."""
+    from pcheckout.git import includeif
+    from pcheckout.git.runner import Git
+    from pcheckout.plan import policy, tune
+
+    git = Git(Path(args.path))
+    mount = fs.mount_point or os.path.abspath(args.path)
+    if args.remove:
+        removed = [] if args.dry_run else includeif.remove(git, mount)
+        if args.json:
+            print(json.dumps({"mount_point": mount, "removed": removed}))
+        elif not args.quiet:
+            print("\n".join(f"removed {r}" for r in removed) or f"nothing to remove for {mount}")
+        return 0
+    tuned = tune.lookup(fs)
+    if tuned is None and not args.no_measure:
+        opts = tune.TuneOptions(path=args.path, max_workers=args.max_workers, files=args.files,
+                                duration=args.duration, rounds=args.rounds)
+        tune.run_tune(opts, fs=fs, progress=None)
+        tuned = tune.lookup(fs)
+    plan = policy.choose_workers(
+        fs, cpus=policy.CpuInfo.current(), entries=PLAIN_GIT_ENTRIES, nbytes=0, tuned=tuned,
+        writer=policy.ExplicitWriter("git", "--git-config"), git_version=git.version)
+    content = includeif.render(mount, plan.workers, policy.PARALLEL_THRESHOLD,
+                               f"{fs.kind} ({fs.fstype} {fs.source}): {plan.reason}",
+                               time.strftime("%Y-%m-%d"))
+    change = includeif.plan(git, mount, content)
+    if not args.quiet and not args.json:
+        print(("would write" if args.dry_run else "writing") + ":\n" + change.describe())
+    changed = False if args.dry_run else includeif.apply(git, change)
+    if args.json:
+        print(json.dumps({"mount_point": mount, "key": change.key, "file": str(change.owned),
+                          "workers": plan.workers, "threshold": policy.PARALLEL_THRESHOLD,
+                          "reason": plan.reason, "changed": changed,
+                          "dry_run": args.dry_run}, indent=2))
+    elif not args.quiet and not args.dry_run:
+        print("written" if changed else "already in place: nothing to write")
     return 0
 
 

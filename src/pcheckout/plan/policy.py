@@ -1,8 +1,13 @@
-"""How many workers a checkout gets, and why.
+"""Which writer a checkout gets, how many workers, and why.
 
-:func:`choose_workers` is pure: (filesystem, CPUs, entries, bytes, explicit choice, tuned value)
--> :class:`WorkerPlan`.  Precedence: an explicit choice (``--workers``, ``PCHECKOUT_WORKERS``,
-git config) > a tuned value measured on the same mount > the policy below.
+:func:`choose_workers` is pure: (filesystem, CPUs, entries, bytes, explicit choices, tuned value,
+git version) -> :class:`WorkerPlan`.  Precedence, for the count and for the writer alike: an
+explicit choice (``--workers``/``--writer``, ``PCHECKOUT_WORKERS``/``PCHECKOUT_WRITER``, git
+config) > a tuned value measured on the same mount > the policy below.
+
+The writer: where writing is CPU-bound (tmpfs, local and virtual disks) git's own parallel
+checkout (git >= 2.32) writes, with the plan's count as ``checkout.workers``; where calls wait
+(NFS, SMB, FUSE, other network filesystems) pcheckout's engine does (docs/filesystems.md).
 
 Sources of the numbers ("seed NNN" are the team's research seeds):
 
@@ -34,6 +39,8 @@ if TYPE_CHECKING:
     from pcheckout.fs.detect import FsInfo
 
 Source = Literal["user", "tuned", "policy"]
+Writer = Literal["pcheckout", "git"]
+WRITERS: tuple[Writer, ...] = ("pcheckout", "git")
 
 #: Hard cap for any source, user choices included.  seed 001 measured up to 64 workers and saw
 #: no gain past 32 on any NFS version (64 was equal or slower); beyond that threads only add
@@ -94,9 +101,22 @@ MIN_ENTRIES_PER_WORKER = 8
 #: over before probing can pay.  From 10 000 entries a checkout at 1 ms lasts several seconds.
 ADAPT_MIN_ENTRIES = 10_000
 
+#: git's parallel checkout (``checkout.workers``, ``checkout.thresholdForParallelism``) first
+#: shipped in git 2.32 (git's Documentation/RelNotes/2.32.0.txt; parallel-checkout.c).
+GIT_PARALLEL_CHECKOUT = (2, 32)
+
+#: git's writer on CPU-bound kinds: this many ``checkout.workers`` per CPU-bound worker
+#: (physical core).  git's main process walks the index, lstat()s and makes directories while
+#: its workers inflate and write, so it runs beside them: docs/benchmarks.md run C, tmpfs, 2
+#: vCPUs, 5069 files: git at 4 workers 0.169 s, at 2 0.190 s, at 8 0.170 s; the local disk
+#: 0.269 s at 4, 0.292 s at 2.
+GIT_WORKERS_PER_CORE = 2
+
 _CONFIG_KEY = "pcheckout.workers"
 _GIT_CONFIG_KEY = "checkout.workers"
 _ENV_KEY = "PCHECKOUT_WORKERS"
+_WRITER_CONFIG_KEY = "pcheckout.writer"
+_WRITER_ENV_KEY = "PCHECKOUT_WRITER"
 
 
 @dataclass(frozen=True)
@@ -152,10 +172,17 @@ class Explicit:
 
 
 @dataclass(frozen=True)
+class ExplicitWriter:
+    writer: Writer
+    where: str  # "--writer", "PCHECKOUT_WRITER", "git config pcheckout.writer"
+
+
+@dataclass(frozen=True)
 class Tuned:
     workers: int
     measured_on: str  # ISO date
     mount_key: str
+    writer: Writer | None = None  # a writer the measurement chose, if it compared them
 
 
 @dataclass(frozen=True)
@@ -165,6 +192,9 @@ class WorkerPlan:
     source: Source
     adapt: bool = False  # the engine may adapt the count during the checkout
     processes: bool = False  # workers are forked processes, not threads (CPU-bound writing)
+    writer: Writer = "pcheckout"  # who writes: pcheckout's engine or git's own checkout
+    writer_reason: str = "pcheckout's engine"  # one line: why that writer
+    writer_source: Source = "policy"
 
 
 def _parse_count(value: str, where: str) -> int | None:
@@ -231,6 +261,36 @@ def explicit_choice(
         if n < 1:
             return Explicit(os.cpu_count() or 1, f"git config {_GIT_CONFIG_KEY}={n} (all CPUs)")
         return Explicit(n, f"git config {_GIT_CONFIG_KEY}")
+    return None
+
+
+def _parse_writer(value: str, where: str) -> Writer | None:
+    """``None`` for ``auto``; ``pcheckout`` or ``git``; ``UsageError`` for anything else."""
+    text = value.strip().lower()
+    if text == "auto":
+        return None
+    if text == "pcheckout":
+        return "pcheckout"
+    if text == "git":
+        return "git"
+    raise UsageError(f"invalid {where} value {value!r}: expected 'pcheckout', 'git' or 'auto'")
+
+
+def explicit_writer(
+    cli_value: str | None, environ: Mapping[str, str], git_config: Mapping[str, str]
+) -> ExplicitWriter | None:
+    """The user's explicit writer, if any: ``--writer`` > ``PCHECKOUT_WRITER`` > git config
+    ``pcheckout.writer``, as for the worker count; ``auto`` (or no value) defers."""
+    levels = (
+        (cli_value, "--writer"),
+        (environ.get(_WRITER_ENV_KEY), _WRITER_ENV_KEY),
+        (_config_get(git_config, _WRITER_CONFIG_KEY), f"git config {_WRITER_CONFIG_KEY}"),
+    )
+    for value, where in levels:
+        if value is not None and value.strip():
+            writer = _parse_writer(value, where)
+            if writer is not None:
+                return ExplicitWriter(writer, where)
     return None
 
 
@@ -321,20 +381,100 @@ def choose_workers(
     explicit: Explicit | None = None,
     tuned: Tuned | None = None,
     allow_adapt: bool = True,
+    writer: ExplicitWriter | None = None,
+    git_version: tuple[int, int, int] = (0, 0, 0),
 ) -> WorkerPlan:
-    """The worker plan for writing ``entries`` files (``nbytes`` in total) to ``fs``.
+    """The plan for writing ``entries`` files (``nbytes`` in total) to ``fs``: the writer, its
+    worker count, and why.
 
     Pure.  ``nbytes`` does not change the count yet (no measurement says how); it is kept in the
-    signature so a bandwidth-bound rule can be added without changing callers.
+    signature so a bandwidth-bound rule can be added without changing callers.  ``git_version``
+    (0, 0, 0) means unknown: git's writer is then never chosen by the policy.
 
-    Where writing is CPU-bound and there is a CPU for each worker, the workers are processes
-    (one interpreter lock each; measured on tmpfs, docs/benchmarks.md); where calls wait, or
-    more workers than CPUs are asked for, threads (cheap to have many of, and they can adapt).
+    Where writing is CPU-bound and git has parallel checkout, git's own checkout writes (C,
+    inflating in the process that writes: docs/benchmarks.md run C, 1.8x faster than
+    pcheckout's engine on tmpfs); elsewhere pcheckout's engine.  Its workers are processes
+    where writing is CPU-bound and there is a CPU for each (one interpreter lock each); where
+    calls wait, or more workers than CPUs are asked for, threads (cheap to have many of, and
+    they can adapt).
     """
     plan = _choose(fs, cpus, entries, explicit, tuned, allow_adapt)
+    chosen, why, source = _choose_writer(fs, cpus, explicit, tuned, writer, git_version)
+    if chosen == "git":
+        workers = plan.workers
+        reason = plan.reason
+        if plan.source == "policy" and plan.workers > 1 and _kind(fs) != "hdd":
+            workers = _fit(min(plan.workers * GIT_WORKERS_PER_CORE, CPU_BOUND_CAP), entries)
+            reason += (f"; git's writer: {workers} checkout.workers ({GIT_WORKERS_PER_CORE} per "
+                       "core: its main process walks and makes directories beside them)")
+        return replace(plan, workers=workers, reason=reason, adapt=False, processes=False,
+                       writer="git", writer_reason=why, writer_source=source)
+    plan = replace(plan, writer="pcheckout", writer_reason=why, writer_source=source)
     if _kind(fs) in CPU_BOUND_KINDS and 2 <= plan.workers <= cpus.logical:
         return replace(plan, processes=True, adapt=False)
     return plan
+
+
+def _version(v: tuple[int, int, int]) -> str:
+    return ".".join(map(str, v))
+
+
+def _choose_writer(
+    fs: FsInfo | None,
+    cpus: CpuInfo,
+    explicit: Explicit | None,
+    tuned: Tuned | None,
+    writer: ExplicitWriter | None,
+    git_version: tuple[int, int, int],
+) -> tuple[Writer, str, Source]:
+    """Who writes, why (one line), and where that came from."""
+    has_parallel = git_version[:2] >= GIT_PARALLEL_CHECKOUT
+    need = ".".join(map(str, GIT_PARALLEL_CHECKOUT))
+    if writer is not None:
+        if writer.writer == "git" and not has_parallel and git_version != (0, 0, 0):
+            return "git", (f"{writer.where} asks for git's writer; git {_version(git_version)} "
+                           f"has no parallel checkout ({need}+): it writes sequentially"), "user"
+        return writer.writer, f"{writer.where} asks for the {writer.writer} writer", "user"
+    kind = _kind(fs)
+    if tuned is not None and _tuned_applies(fs, tuned) and explicit is None:
+        if tuned.writer is not None:
+            chosen: Writer = tuned.writer
+            why = f"tuned on {tuned.measured_on} for this mount: the {chosen} writer"
+        elif tuned.workers > cpus.logical:
+            return "pcheckout", (
+                f"tuned on {tuned.measured_on} for this mount: its best count ({tuned.workers}) "
+                f"exceeds the {cpus.logical} CPUs, so calls wait: pcheckout's engine keeps many "
+                "in flight"), "tuned"
+        else:
+            chosen = "git"
+            why = (f"tuned on {tuned.measured_on} for this mount: its best count "
+                   f"({tuned.workers}) is within the {cpus.logical} CPUs, so writing is CPU-bound: "
+                   "git's own parallel checkout")
+        if chosen == "git" and not has_parallel:
+            return "pcheckout", why + _too_old(git_version, need), "tuned"
+        return chosen, why, "tuned"
+    if kind in CPU_BOUND_KINDS:
+        what = "overlay whose upper layer is " if fs is not None and fs.kind == "overlay" else ""
+        why = (f"{what}{kind} is CPU-bound: git's own parallel checkout inflates in C where it "
+               "writes (docs/benchmarks.md run C: 1.8x faster than pcheckout's engine on tmpfs)")
+        if not has_parallel:
+            return "pcheckout", why + _too_old(git_version, need), "policy"
+        return "git", why, "policy"
+    if kind is None or kind in ("unknown", "overlay"):
+        return "pcheckout", (
+            "storage kind unknown: pcheckout's engine (where calls wait it is 10x faster than "
+            "git's default, where writing is CPU-bound at most 1.8x slower: docs/benchmarks.md)"
+        ), "policy"
+    return "pcheckout", (
+        f"{kind} is latency-bound: pcheckout's engine keeps many calls in flight (docs/"
+        "benchmarks.md run D: 13x git's default, 3.3x git's best at 1 ms per request)"), "policy"
+
+
+def _too_old(git_version: tuple[int, int, int], need: str) -> str:
+    if git_version == (0, 0, 0):
+        return "; but git's version is not known: pcheckout's engine writes"
+    return (f"; but git {_version(git_version)} has no parallel checkout ({need}+): "
+            "pcheckout's engine writes")
 
 
 def _choose(
@@ -348,7 +488,8 @@ def _choose(
     if explicit is not None:
         n = _cap(explicit.workers)
         capped = f" (capped at {MAX_WORKERS})" if explicit.workers > MAX_WORKERS else ""
-        return WorkerPlan(n, f"{explicit.where} asks for {explicit.workers} workers{capped}", "user")
+        why = f"{explicit.where} asks for {explicit.workers} workers{capped}"
+        return WorkerPlan(n, why, "user")
     if entries < PARALLEL_THRESHOLD:
         return WorkerPlan(
             1,

@@ -1,0 +1,227 @@
+"""The write done by git itself: git's own (parallel) checkout as pcheckout's writer.
+
+Where writing is CPU-bound (tmpfs, local and virtual disks) git's checkout is the fastest
+writer there is: it inflates blobs in C in the process that writes them, where pcheckout's
+engine pays for a ``cat-file`` process per worker, a pipe copy of every byte and interpreter
+time per file (docs/benchmarks.md run C).  Here git writes, with the plan's count on its command
+line as ``checkout.workers`` and ``checkout.thresholdForParallelism`` (git >= 2.32; an older
+git writes sequentially), while pcheckout keeps detection, the plan, the safety checks before
+git runs, progress and the report.
+
+Which git command, per operation:
+
+* fresh checkout (and resume): ``git read-tree -u --reset TREE`` writes every file of the tree
+  that pcheckout resolved and checked, and the index with stat data (unpack-trees' oneway
+  merge, the code ``git checkout -f`` runs), honouring sparse-checkout patterns and fetching a
+  partial clone's missing blobs in one batch; HEAD and its reflog are then moved by pcheckout
+  as for its own engine.  An interrupted run left no index, so running it again overwrites.
+* switch: ``git checkout -q REV --``: git's own two-way merge with its local-change and
+  untracked-file protection, its messages and its HEAD/reflog.  With ``--force`` pcheckout
+  first refuses untracked files in the way (``git checkout -f`` would overwrite them, pcheckout
+  never does), then ``read-tree -u --reset TREE`` discards local changes to tracked files.
+* export: ``read-tree -u --reset TREE`` into DEST with a temporary index, the sparse-checkout
+  patterns off (an export is the whole tree).
+
+git takes ``index.lock`` itself: the caller must not hold it while git runs.  Hooks are off
+(``core.hooksPath`` is ``/dev/null``): pcheckout's engine runs none, and the result must not
+depend on the writer.  Progress: git prints ``Updating files:  45% (2281/5069)`` on stderr
+(with ``GIT_PROGRESS_DELAY=0`` from the first file), parsed into ``progress(done, total)``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pcheckout.errors import SHOW_PATHS, DestinationError, GitError, Interrupted, decode
+from pcheckout.git.runner import Git
+
+#: ``(done, total)`` entries git has updated; total is git's count of entries to update.
+Progress = Callable[[int, int], None]
+
+#: git's progress line, in any language: "<title>:  45% (2281/5069)" (progress.c:display()).
+_PROGRESS = re.compile(rb"(\d+)% \((\d+)/(\d+)\)")
+
+#: What git says when its checkout refuses to touch the working tree (unpack-trees.c,
+#: setup_unpack_trees_porcelain(): "would be overwritten", "would be removed", "would be lost";
+#: the untracked-file variants and "not uptodate").  Matched on the untranslated words only: in
+#: another language the refusal is still reported, as a GitError with git's message.
+_REFUSALS = (b"would be overwritten", b"would be removed", b"would be lost", b"not uptodate")
+
+
+class GitWriteRefused(DestinationError):
+    """git's own checkout refused to touch the working tree; the message is git's."""
+
+
+@dataclass(frozen=True)
+class GitWrite:
+    """What git's writer did."""
+
+    updated: int  # entries git reported updating (its progress total); -1 when it said nothing
+    seconds: float
+    workers: int  # the checkout.workers it was given
+    command: str  # "read-tree" or "checkout"
+
+
+def settings(workers: int, threshold: int) -> list[str]:
+    """The ``-c`` options every git write runs with."""
+    return ["-c", f"checkout.workers={max(1, workers)}",
+            "-c", f"checkout.thresholdForParallelism={max(0, threshold)}",
+            "-c", f"core.hooksPath={os.devnull}"]
+
+
+def write_tree(
+    git: Git,
+    tree: str,
+    *,
+    workers: int,
+    threshold: int,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+    config: Sequence[str] = (),
+) -> GitWrite:
+    """Every file of ``tree`` and the index, as ``git checkout -f`` writes them (HEAD is not
+    moved).  Overwrites what is in the way: the caller has refused what must be kept."""
+    args = [*settings(workers, threshold), *config, "read-tree", "-u", "--reset"]
+    if progress is not None:
+        args.append("-v")  # read-tree's -v is its progress switch (verbose_update)
+    return _run(git, [*args, tree], workers, "read-tree", progress, env)
+
+
+def switch(
+    git: Git,
+    rev: str,
+    *,
+    workers: int,
+    threshold: int,
+    progress: Progress | None = None,
+) -> GitWrite:
+    """``git checkout REV``: git's two-way merge moves the working tree, the index and HEAD,
+    or refuses (:class:`GitWriteRefused`, git's message) and changes nothing."""
+    if not rev or rev.startswith("-"):
+        # git checkout has no --end-of-options (2.39): such a name would be read as an option.
+        raise GitError(f"git's writer cannot be given the revision {rev!r}; use --writer pcheckout")
+    args = [*settings(workers, threshold), "checkout", "-q",
+            "--progress" if progress is not None else "--no-progress", rev, "--"]
+    return _run(git, args, workers, "checkout", progress, None)
+
+
+def export_tree(
+    git: Git,
+    git_dir: Path,
+    tree: str,
+    dest: Path,
+    *,
+    workers: int,
+    threshold: int,
+    progress: Progress | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> GitWrite:
+    """The tree alone into ``dest`` (no index left, sparse-checkout patterns off)."""
+    with tempfile.TemporaryDirectory(prefix="pcheckout-export-") as scratch:
+        env = {**(os.environ if environ is None else environ), "GIT_DIR": str(git_dir),
+               "GIT_WORK_TREE": str(dest), "GIT_INDEX_FILE": os.path.join(scratch, "index")}
+        runner = Git(dest, debug=git.debug, env=env, exe=git.exe, version=git.version)
+        return write_tree(runner, tree, workers=workers, threshold=threshold,
+                          progress=progress, env=env,
+                          config=("-c", "core.sparseCheckout=false"))
+
+
+def _run(
+    git: Git,
+    args: list[str],
+    workers: int,
+    command: str,
+    progress: Progress | None,
+    env: Mapping[str, str] | None,
+) -> GitWrite:
+    base = env if env is not None else (git.env if git.env is not None else os.environ)
+    full_env = dict(base)
+    if progress is not None:
+        full_env["GIT_PROGRESS_DELAY"] = "0"  # from the first file, not after 2 s
+    t0 = time.monotonic()
+    try:
+        proc = git.popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.PIPE, env=full_env)
+    except OSError as exc:
+        raise GitError(f"cannot run git: {exc}", cmd=git.argv(args)) from None
+    assert proc.stderr is not None
+    messages: list[bytes] = []
+    updated = -1
+    pending = b""
+    try:
+        while True:
+            chunk = os.read(proc.stderr.fileno(), 1 << 16)
+            if not chunk:
+                break
+            pending += chunk
+            *parts, pending = re.split(rb"[\r\n]", pending)
+            for part in parts:
+                updated = _line(part, messages, progress, updated)
+        if pending:
+            updated = _line(pending, messages, progress, updated)
+        code = proc.wait()
+    except BaseException:
+        # Ctrl-C reached git as well (same process group); SIGTERM did not: stop it, and let
+        # git remove its index.lock on the way out.
+        proc.terminate()
+        proc.wait()
+        raise
+    finally:
+        proc.stderr.close()
+    if code < 0:
+        raise Interrupted(-code, "run the same command again to finish")
+    if code != 0:
+        raise _error(command, code, messages, git.argv(args))
+    return GitWrite(updated, time.monotonic() - t0, workers, command)
+
+
+def _line(part: bytes, messages: list[bytes], progress: Progress | None, updated: int) -> int:
+    if not part.strip():
+        return updated
+    m = _PROGRESS.search(part)
+    if m is not None:
+        done, total = int(m.group(2)), int(m.group(3))
+        if progress is not None:
+            progress(done, total)
+        return total
+    messages.append(part)
+    return updated
+
+
+def _error(command: str, code: int, messages: list[bytes], cmd: list[str]) -> Exception:
+    """git's message as one line: "error: " and "fatal: " dropped, lines joined, and of the
+    paths git lists (tab-indented) the first few."""
+    words: list[str] = []
+    paths: list[str] = []
+    for m in [*messages, b""]:
+        if m.startswith(b"\t"):
+            paths.append(decode(m).strip())
+            continue
+        if paths:
+            more = len(paths) - SHOW_PATHS
+            words.append(", ".join(paths[:SHOW_PATHS]) + (f" and {more} more" if more > 0 else "")
+                         + ";")
+            paths = []
+        if _strip(m):
+            words.append(_strip(m))
+    text = " ".join(words)
+    if not text:
+        text = f"exited with status {code}"
+    raw = b"\n".join(messages)
+    if any(r in raw for r in _REFUSALS):
+        return GitWriteRefused(f"git checkout refused: {text}")
+    return GitError(f"git {command} failed: {text}", cmd=cmd)
+
+
+def _strip(message: bytes) -> str:
+    text = decode(message).strip()
+    for prefix in ("error: ", "fatal: "):
+        text = text.removeprefix(prefix)
+    return text
