@@ -101,7 +101,8 @@ def test_cli_shows_before_writing_and_removes(tmp_path: Path, mount: Path) -> No
     env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
     shown = run_cli("tune", str(mount), "--git-config", "--no-measure", "--dry-run", env=env)
     assert shown.returncode == 0, shown.stderr
-    assert "checkout.workers" not in git(tmp_path, "config", "--global", "--list", check=False).decode()
+    listed = git(tmp_path, "config", "--global", "--list", check=False).decode()
+    assert "includeif" not in listed.lower()
     assert "workers = " in shown.stdout and "includeIf" in shown.stdout
     done = run_cli("tune", str(mount), "--git-config", "--no-measure", env=env)
     assert done.returncode == 0, done.stderr

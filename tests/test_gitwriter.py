@@ -1,0 +1,174 @@
+"""git's own checkout as the writer (write/gitwriter.py), compared with git checkout."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import (
+    assert_same_as_git,
+    clone_no_checkout,
+    clone_with_git,
+    git,
+    make_repo,
+    snapshot,
+)
+from test_checkout import ODD_NAMES
+
+from pcheckout.errors import GitError
+from pcheckout.git.runner import Git
+from pcheckout.write import gitwriter
+
+MANY = {b"d%d/f%03d" % (i % 4, i): b"%d\n" % i * (i % 9) for i in range(240)}
+
+
+def _tree(repo: Path, rev: str = "HEAD") -> str:
+    return git(repo, "rev-parse", f"{rev}^{{tree}}").decode().strip()
+
+
+def test_fresh_write_is_git_checkout(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, ODD_NAMES)
+    theirs = clone_with_git(src, tmp_path / "theirs")
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    seen: list[tuple[int, int]] = []
+    done = gitwriter.write_tree(Git(ours), _tree(ours), workers=3, threshold=1,
+                                progress=lambda d, t: seen.append((d, t)))
+    assert done.updated == len(ODD_NAMES) and done.command == "read-tree"
+    assert seen[-1] == (len(ODD_NAMES), len(ODD_NAMES))
+    assert_same_as_git(ours, theirs)
+
+
+def test_git_runs_the_planned_parallel_workers(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, MANY)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    trace = tmp_path / "trace2.json"
+    env = {"GIT_TRACE2_EVENT": str(trace)}
+    g = Git(ours, env={**__import__("os").environ, **env})
+    gitwriter.write_tree(g, _tree(ours), workers=3, threshold=100)
+    events = trace.read_text()
+    assert events.count('"checkout--worker"') >= 3  # git's parallel checkout ran its workers
+    assert git(ours, "status", "--porcelain") == b""
+
+
+def test_without_progress_git_prints_nothing_we_drop(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, MANY)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    done = gitwriter.write_tree(Git(ours), _tree(ours), workers=2, threshold=100)
+    assert done.updated == -1  # git said nothing: no progress was asked for
+    assert git(ours, "status", "--porcelain") == b""
+
+
+def _two_versions(tmp_path: Path) -> Path:
+    src = make_repo(tmp_path, {b"change.txt": b"old\n", b"keep": b"k\n", b"gone": b"g\n"})
+    git(src, "tag", "v1")
+    (src / "change.txt").write_bytes(b"new\n")
+    (src / "gone").unlink()
+    (src / "added").write_bytes(b"a\n")
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "two")
+    git(src, "tag", "v2")
+    return src
+
+
+def test_switch_moves_like_git_checkout(tmp_path: Path) -> None:
+    src = _two_versions(tmp_path)
+    theirs = clone_with_git(src, tmp_path / "theirs", rev="v1")
+    git(theirs, "checkout", "-q", "v2")
+    ours = clone_with_git(src, tmp_path / "ours", rev="v1")
+    done = gitwriter.switch(Git(ours), "v2", workers=2, threshold=100, progress=lambda d, t: None)
+    assert done.command == "checkout" and done.updated == 3  # change.txt, added, gone
+    assert_same_as_git(ours, theirs)
+    assert git(ours, "reflog", "-1", "--format=%gs") == git(theirs, "reflog", "-1", "--format=%gs")
+
+
+def test_switch_refusal_is_gits_own(tmp_path: Path) -> None:
+    src = _two_versions(tmp_path)
+    ours = clone_with_git(src, tmp_path / "ours", rev="v1")
+    (ours / "change.txt").write_bytes(b"my work\n")
+    (ours / "added").write_bytes(b"untracked, mine\n")
+    theirs = subprocess.run(["git", "-C", str(ours), "checkout", "v2"], capture_output=True)
+    assert theirs.returncode == 1
+    with pytest.raises(gitwriter.GitWriteRefused) as info:
+        gitwriter.switch(Git(ours), "v2", workers=2, threshold=100)
+    msg = str(info.value)
+    assert "\n" not in msg and "\t" not in msg
+    assert "would be overwritten by checkout: change.txt;" in msg
+    first_line = theirs.stderr.decode().splitlines()[0].removeprefix("error: ")
+    assert first_line in msg
+    assert (ours / "change.txt").read_bytes() == b"my work\n"
+    assert git(ours, "rev-parse", "HEAD") == git(ours, "rev-parse", "v1")
+
+
+def test_many_refused_paths_are_summarised(tmp_path: Path) -> None:
+    files = {b"f%02d" % i: b"1\n" for i in range(12)}
+    src = make_repo(tmp_path, files)
+    git(src, "tag", "v1")
+    for name in files:
+        (src / name.decode()).write_bytes(b"2\n")
+    git(src, "commit", "-qam", "two")
+    ours = clone_with_git(src, tmp_path / "ours", rev="v1")
+    for name in files:
+        (ours / name.decode()).write_bytes(b"mine\n")
+    with pytest.raises(gitwriter.GitWriteRefused, match=r"f00, f01, f02, f03, f04 and 7 more;"):
+        gitwriter.switch(Git(ours), "main", workers=2, threshold=100)
+
+
+def test_unknown_revision_and_option_like_names_are_git_errors(tmp_path: Path) -> None:
+    src = _two_versions(tmp_path)
+    ours = clone_with_git(src, tmp_path / "ours")
+    with pytest.raises(GitError, match="no-such"):
+        gitwriter.switch(Git(ours), "no-such", workers=1, threshold=100)
+    with pytest.raises(GitError, match="--writer pcheckout"):
+        gitwriter.switch(Git(ours), "--orphan", workers=1, threshold=100)
+
+
+def test_export_writes_the_tree_alone(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, {**ODD_NAMES, b".gitattributes": b"*.txt text eol=crlf\n"})
+    # the repository's own sparse-checkout patterns must not shrink an export
+    git(src, "sparse-checkout", "set", "--no-cone", "/plain.txt")
+    dest = tmp_path / "export"
+    dest.mkdir()
+    repo_git_dir = src / ".git"
+    gitwriter.export_tree(Git(src), repo_git_dir, _tree(src), dest, workers=2, threshold=1)
+    via_checkout = clone_with_git(src, tmp_path / "theirs")
+    expected = snapshot(via_checkout)
+    assert snapshot(dest) == expected
+    assert (dest / "plain.txt").read_bytes() == b"hello\r\n"  # not sparse
+    assert (dest / "a.txt").read_bytes() == b"x\r\n"  # attributes from the exported tree
+    assert not (dest / ".git").exists()
+
+
+def test_sparse_cone_is_applied_by_git(tmp_path: Path) -> None:
+    files = {b"top": b"t\n", b"in/a": b"a\n", b"in/deep/b": b"b\n", b"out/c": b"c\n"}
+    src = make_repo(tmp_path, files)
+    results = []
+    for name in ("theirs", "ours"):
+        w = clone_no_checkout(src, tmp_path / name)
+        git(w, "sparse-checkout", "set", "--cone", "in")
+        if name == "theirs":
+            git(w, "checkout", "-q", "-f", "HEAD")
+        else:
+            gitwriter.write_tree(Git(w), _tree(w), workers=2, threshold=1)
+        results.append(w)
+    theirs, ours = results
+    assert snapshot(ours) == snapshot(theirs)
+    assert not (ours / "out").exists() and (ours / "in" / "deep" / "b").exists()
+    assert git(ours, "ls-files", "-s", "-t") == git(theirs, "ls-files", "-s", "-t")
+    assert git(ours, "status", "--porcelain") == b""
+
+
+def test_partial_clone_fetches_what_it_writes(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, MANY)
+    git(src, "config", "uploadpack.allowFilter", "true")
+    url = src.as_uri()
+    clones = []
+    for name in ("theirs", "ours"):
+        git(tmp_path, "clone", "-q", "--no-checkout", "--filter=blob:none", url, name)
+        clones.append(tmp_path / name)
+    theirs, ours = clones
+    git(theirs, "checkout", "-q", "-f", "HEAD")
+    missing = git(ours, "rev-list", "--objects", "--missing=print", "HEAD").count(b"\n?")
+    assert missing > 0
+    gitwriter.write_tree(Git(ours), _tree(ours), workers=2, threshold=1)
+    assert_same_as_git(ours, theirs)
