@@ -16,7 +16,7 @@ from conftest import (
 )
 from test_checkout import ODD_NAMES
 
-from pcheckout.errors import GitError
+from pcheckout.errors import GitError, GitRefusedError
 from pcheckout.git.runner import Git
 from pcheckout.write import gitwriter
 
@@ -89,7 +89,7 @@ def test_switch_refusal_is_gits_own(tmp_path: Path) -> None:
     (ours / "added").write_bytes(b"untracked, mine\n")
     theirs = subprocess.run(["git", "-C", str(ours), "checkout", "v2"], capture_output=True)
     assert theirs.returncode == 1
-    with pytest.raises(gitwriter.GitWriteRefused) as info:
+    with pytest.raises(GitRefusedError) as info:
         gitwriter.switch(Git(ours), "v2", workers=2, threshold=100)
     msg = str(info.value)
     assert "\n" not in msg and "\t" not in msg
@@ -110,7 +110,7 @@ def test_many_refused_paths_are_summarised(tmp_path: Path) -> None:
     ours = clone_with_git(src, tmp_path / "ours", rev="v1")
     for name in files:
         (ours / name.decode()).write_bytes(b"mine\n")
-    with pytest.raises(gitwriter.GitWriteRefused, match=r"f00, f01, f02, f03, f04 and 7 more;"):
+    with pytest.raises(GitRefusedError, match=r"f00, f01, f02, f03, f04 and 7 more;"):
         gitwriter.switch(Git(ours), "main", workers=2, threshold=100)
 
 

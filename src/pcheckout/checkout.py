@@ -11,7 +11,8 @@ It never reads ``sys.argv`` or prints.  A fresh checkout, in order:
    is written; ``--dry-run`` stops here;
 5. mark the run as in progress, so an interrupted one resumes;
 6. write the selected entries in parallel (``write/worktree.py``; .gitattributes
-   first), fetching missing blobs in batches meanwhile;
+   first), fetching missing blobs in batches meanwhile; or, where the plan chose
+   git's writer, let git write them and the index (``write/gitwriter.py``);
 7. write the index from the writers' stat data, entries outside the cone with
    the skip-worktree bit (``write/indexout.py``);
 8. move HEAD as ``git checkout REV`` would (``git/refs.py``).
@@ -37,6 +38,7 @@ from pcheckout.git.sparse import load as load_sparsity
 from pcheckout.git.tree import Entry, list_tree
 from pcheckout.options import CheckoutOptions, ExportOptions, Result
 from pcheckout.plan.planner import plan_for
+from pcheckout.write.gitwriter import write_by_git
 from pcheckout.write.indexout import settles_index, write_fresh_index
 from pcheckout.write.partial import select, write_selected
 from pcheckout.write.worktree import WriteRequest, occupants
@@ -75,7 +77,8 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     nbytes = sum(max(entries[i].size, 0) for i in sel.wanted)
     fs, plan = plan_for(
         root, entries=len(sel.wanted), nbytes=nbytes, workers=opts.workers,
-        environ=opts.environ, config=ctx.config, adapt=opts.adapt,
+        environ=opts.environ, config=ctx.config, adapt=opts.adapt, writer=opts.writer,
+        git_version=ctx.git.version,
     )
     conversion = attributes.conversion_reasons(entries, ctx.config, ctx.repo.common_dir)
     result = Result(
@@ -89,6 +92,15 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     marker = ctx.repo.git_dir / IN_PROGRESS
     _mark_in_progress(marker, target)
     t0 = time.monotonic()
+    if plan.writer == "git":
+        # git writes the files and the index (taking index.lock itself); HEAD as below.
+        done = write_by_git(ctx, target.tree, plan)
+        result.head = update_head(ctx.git, ctx.repo, ctx.config, opts.rev, target)
+        marker.unlink(missing_ok=True)
+        result.seconds = time.monotonic() - t0
+        result.bytes = -1  # not counted: git does not say, and reading its index costs
+        result.written = done.updated if done.updated >= 0 else len(entries)
+        return result
     outcome, fetched = write_selected(
         ctx,
         WriteRequest(target.tree, entries, root, plan, conversion=bool(conversion),

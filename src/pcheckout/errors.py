@@ -14,7 +14,8 @@ that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
     ├── DestinationError        the working tree is not in a state we may write to
     │   ├── WorktreeNotEmptyError
     │   ├── LocalChangesError   a switch would overwrite local changes
-    │   └── UntrackedInTheWayError  a switch would overwrite untracked files
+    │   ├── UntrackedInTheWayError  a switch would overwrite untracked files
+    │   └── GitRefusedError     git's own checkout (the git writer) refused; git's message
     ├── IndexFileError          the index could not be read or written
     │   ├── IndexLockError      <index>.lock exists: another process holds the index
     │   ├── CorruptIndexError
@@ -117,6 +118,11 @@ class LocalChangesError(DestinationError):
 
 class UntrackedInTheWayError(DestinationError):
     """A switch would overwrite untracked files or directories."""
+
+
+class GitRefusedError(DestinationError):
+    """git's own checkout, writing for pcheckout, refused to touch the work tree (local
+    changes, untracked files in the way); the message is git's, on one line."""
 
 
 class IndexFileError(PcheckoutError):

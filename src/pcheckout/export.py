@@ -6,7 +6,8 @@ No .git, no index, no HEAD: like ``git archive REV | tar -x``.  In order:
 2. refuse unsafe trees and a destination that is not empty;
 3. detect the filesystem and plan the writers (``--dry-run`` stops here);
 4. write every entry in parallel (``write/worktree.py``); a partial clone's
-   missing blobs are fetched in batches meanwhile (``write/partial.py``).
+   missing blobs are fetched in batches meanwhile (``write/partial.py``); or git writes
+   them where the plan chose git's writer (``write/gitwriter.py``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pcheckout.git.runner import Git, discover
 from pcheckout.git.tree import list_tree
 from pcheckout.options import ExportOptions, Result
 from pcheckout.plan.planner import plan_for
+from pcheckout.write.gitwriter import export_by_git
 from pcheckout.write.partial import select, write_selected
 from pcheckout.write.worktree import WriteRequest, occupants
 
@@ -47,7 +49,8 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
     nbytes = sum(max(e.size, 0) for e in entries)
     fs, plan = plan_for(
         dest, entries=len(entries), nbytes=nbytes, workers=opts.workers,
-        environ=opts.environ, config=config, adapt=opts.adapt,
+        environ=opts.environ, config=config, adapt=opts.adapt, writer=opts.writer,
+        git_version=git.version,
     )
     conversion = attributes.conversion_reasons(entries, config, repo.common_dir)
     sel = select(Context(git, repo, config, ui, opts.environ, opts.spawn), entries, None)
@@ -58,6 +61,13 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
     if opts.dry_run:
         return result
     dest.mkdir(parents=True, exist_ok=True)
+    if plan.writer == "git":
+        t0 = time.monotonic()
+        done = export_by_git(git, repo.git_dir, tree, dest, plan, ui, opts.environ)
+        result.seconds = time.monotonic() - t0
+        result.bytes = -1  # not counted: git does not say
+        result.written = done.updated if done.updated >= 0 else len(entries)
+        return result
     # Attributes are looked up in the work tree: point git at the destination
     # and run it from there (from outside, git finds no attributes at all).
     # No index: attributes must come from the exported tree alone, never from

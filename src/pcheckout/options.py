@@ -33,6 +33,7 @@ class CheckoutOptions:
     environ: dict[str, str] = field(default_factory=_environ)
     spawn: Spawn | None = None  # test seam: a stand-in cat-file process
     stat_threads: int | None = None  # a switch's lstat/unlink threads (None: the policy's)
+    writer: str | None = None  # --writer: "pcheckout", "git", "auto"; None: not given
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class ExportOptions:
     adapt: bool = True
     environ: dict[str, str] = field(default_factory=_environ)
     spawn: Spawn | None = None
+    writer: str | None = None  # --writer: "pcheckout", "git", "auto"; None: not given
 
 
 @dataclass
@@ -95,4 +97,7 @@ class Result:
             "fetched_bytes": self.fetched_bytes,
             "fetches": self.fetches,
             "warnings": self.warnings,
+            "writer": self.plan.writer,
+            "writer_reason": self.plan.writer_reason,
+            "writer_source": self.plan.writer_source,
         }

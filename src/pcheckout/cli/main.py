@@ -64,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgParser)
 
+    writer_help = ("who writes: pcheckout's engine, git's own parallel checkout, or 'auto' "
+                   "(default: git where writing is CPU-bound, pcheckout where calls wait)")
     workers_help = ("worker count: a number, or 'auto' (default: detect the filesystem, "
                     "use a tuned value or the policy, and adapt while writing)")
     c = sub.add_parser("checkout", parents=[common], help="write a commit's tree and index",
@@ -73,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("-C", dest="directory", default=".", metavar="DIR",
                    help="run as if started in DIR (like git -C)")
     c.add_argument("-j", "--workers", type=_workers, metavar="N|auto", help=workers_help)
+    c.add_argument("--writer", type=_writer, metavar="pcheckout|git|auto", help=writer_help)
     c.add_argument("--no-adapt", action="store_true",
                    help="keep the planned worker count for the whole checkout")
     c.add_argument("-n", "--dry-run", action="store_true",
@@ -89,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("-C", dest="directory", default=".", metavar="REPO",
                    help="the repository (default: current directory)")
     e.add_argument("-j", "--workers", type=_workers, metavar="N|auto", help=workers_help)
+    e.add_argument("--writer", type=_writer, metavar="pcheckout|git|auto", help=writer_help)
     e.add_argument("--no-adapt", action="store_true", help="keep the planned worker count")
     e.add_argument("-n", "--dry-run", action="store_true", help="write nothing; report the plan")
     e.add_argument("--json", action="store_true", help="machine-readable report on stdout")
@@ -193,9 +197,11 @@ class ConsoleReporter:
             return
         self._last = now
         dt = max(now - self._t0, 1e-6)
+        # git's writer does not say how many bytes it wrote: files only then.
         self.progress.update(
-            self._task, completed=files, nbytes=render.human_bytes(nbytes),
-            rate=f"{files / dt:,.0f} files/s, {render.human_bytes(nbytes / dt)}/s")
+            self._task, completed=files, nbytes=render.human_bytes(nbytes) if nbytes else "",
+            rate=f"{files / dt:,.0f} files/s"
+            + (f", {render.human_bytes(nbytes / dt)}/s" if nbytes else ""))
 
     def finish(self) -> None:
         if self.progress is not None:
@@ -216,6 +222,7 @@ def _cmd_checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
         dry_run=args.dry_run,
         force=args.force,
         adapt=not args.no_adapt,
+        writer=args.writer,
     )
     result = checkout(opts, ui)
     return _report(args, result)
@@ -232,8 +239,15 @@ def _cmd_export(args: argparse.Namespace, ui: ConsoleReporter) -> int:
         workers=args.workers,
         dry_run=args.dry_run,
         adapt=not args.no_adapt,
+        writer=args.writer,
     )
     return _report(args, export(opts, ui))
+
+
+def _writer(value: str) -> str | None:
+    """``--writer``: checked before any work starts (a bad value is a usage error)."""
+    chosen = policy.explicit_writer(value, {}, {})
+    return None if chosen is None else chosen.writer
 
 
 def _report(args: argparse.Namespace, result: Result) -> int:

@@ -121,8 +121,10 @@ def summary(r: Result) -> str:
         return ""
     verb = {"switch": "switched", "resume": "resumed"}.get(r.mode, "wrote")
     files = r.written if r.mode in ("switch", "resume") else r.files
+    size = f" ({human_bytes(r.bytes)})" if r.bytes >= 0 else ""  # git's writer: not counted
+    by = " by git's checkout" if plan.writer == "git" else ""
     parts = [
-        f"{verb} {files:,} files ({human_bytes(r.bytes)}) in {r.seconds:.2f} s "
+        f"{verb} {files:,} files{size} in {r.seconds:.2f} s{by} "
         f"with {plan.workers} worker{'s' if plan.workers != 1 else ''}"
         f"{' (processes)' if r.processes else ''} ({plan.source})"
     ]
@@ -158,7 +160,9 @@ def plan(console: Console, r: Result) -> None:
     if r.fetch_blobs:
         console.print(f"would fetch {r.fetch_blobs:,} missing blobs from the promisor remote "
                       "in batches while writing")
-    console.print(f"workers: {plan.workers} ({plan.source}) — {plan.reason}")
+    console.print(f"writer: {plan.writer} ({plan.writer_source}) — {plan.writer_reason}")
+    count = "checkout.workers for git" if plan.writer == "git" else "workers"
+    console.print(f"{count}: {plan.workers} ({plan.source}) — {plan.reason}")
     if plan.adapt:
         console.print("will adapt the worker count to measured throughput (--no-adapt to keep it)")
     if plan.processes:

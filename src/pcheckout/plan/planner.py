@@ -25,15 +25,19 @@ def plan_for(
     config: Mapping[str, str],
     adapt: bool,
     fs: FsInfo | None = None,
+    writer: str | None = None,
+    git_version: tuple[int, int, int] = (0, 0, 0),
 ) -> tuple[FsInfo, policy.WorkerPlan]:
     """The filesystem under ``root`` (detected unless given) and the plan for
     writing ``entries`` files of ``nbytes`` in all; ``workers`` is ``--workers``
-    (None: not given, or ``auto``)."""
+    (None: not given, or ``auto``), ``writer`` is ``--writer`` (likewise), and
+    ``git_version`` the git that would write (git's writer needs 2.32+)."""
     explicit = policy.explicit_choice(workers, environ, config)
+    chosen = policy.explicit_writer(writer, environ, config)
     if fs is None:
         fs = detect(str(root))
     tuned = None
-    if explicit is None:
+    if explicit is None or chosen is None:
         tuned = _tuned(fs)
     plan = policy.choose_workers(
         fs,
@@ -43,6 +47,8 @@ def plan_for(
         explicit=explicit,
         tuned=tuned,
         allow_adapt=adapt,
+        writer=chosen,
+        git_version=git_version,
     )
     return fs, plan
 

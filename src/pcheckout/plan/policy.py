@@ -399,7 +399,7 @@ def choose_workers(
     they can adapt).
     """
     plan = _choose(fs, cpus, entries, explicit, tuned, allow_adapt)
-    chosen, why, source = _choose_writer(fs, cpus, explicit, tuned, writer, git_version)
+    chosen, why, source = _choose_writer(fs, cpus, tuned, writer, git_version)
     if chosen == "git":
         workers = plan.workers
         reason = plan.reason
@@ -422,7 +422,6 @@ def _version(v: tuple[int, int, int]) -> str:
 def _choose_writer(
     fs: FsInfo | None,
     cpus: CpuInfo,
-    explicit: Explicit | None,
     tuned: Tuned | None,
     writer: ExplicitWriter | None,
     git_version: tuple[int, int, int],
@@ -436,7 +435,7 @@ def _choose_writer(
                            f"has no parallel checkout ({need}+): it writes sequentially"), "user"
         return writer.writer, f"{writer.where} asks for the {writer.writer} writer", "user"
     kind = _kind(fs)
-    if tuned is not None and _tuned_applies(fs, tuned) and explicit is None:
+    if tuned is not None and _tuned_applies(fs, tuned):
         if tuned.writer is not None:
             chosen: Writer = tuned.writer
             why = f"tuned on {tuned.measured_on} for this mount: the {chosen} writer"

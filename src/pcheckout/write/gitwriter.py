@@ -39,8 +39,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pcheckout.errors import SHOW_PATHS, DestinationError, GitError, Interrupted, decode
+from pcheckout.context import Context, Reporter
+from pcheckout.errors import SHOW_PATHS, GitError, GitRefusedError, Interrupted, decode
 from pcheckout.git.runner import Git
+from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
 
 #: ``(done, total)`` entries git has updated; total is git's count of entries to update.
 Progress = Callable[[int, int], None]
@@ -55,10 +57,6 @@ _PROGRESS = re.compile(rb"(\d+)% \((\d+)/(\d+)\)")
 _REFUSALS = (b"would be overwritten", b"would be removed", b"would be lost", b"not uptodate")
 
 
-class GitWriteRefused(DestinationError):
-    """git's own checkout refused to touch the working tree; the message is git's."""
-
-
 @dataclass(frozen=True)
 class GitWrite:
     """What git's writer did."""
@@ -67,6 +65,27 @@ class GitWrite:
     seconds: float
     workers: int  # the checkout.workers it was given
     command: str  # "read-tree" or "checkout"
+
+
+class Reporting:
+    """git's progress into a :class:`Reporter`: the bar starts at git's first line (git's
+    total is what it updates, which for a switch counts deletions too); bytes are not known
+    while git writes, so none are reported."""
+
+    def __init__(self, ui: Reporter, workers: int) -> None:
+        self.ui = ui
+        self.workers = workers
+        self.started = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.started:
+            self.ui.start(total, 0, self.workers)
+            self.started = True
+        self.ui.update(done, 0)
+
+    def finish(self) -> None:
+        if self.started:
+            self.ui.finish()
 
 
 def settings(workers: int, threshold: int) -> list[str]:
@@ -103,7 +122,7 @@ def switch(
     progress: Progress | None = None,
 ) -> GitWrite:
     """``git checkout REV``: git's two-way merge moves the working tree, the index and HEAD,
-    or refuses (:class:`GitWriteRefused`, git's message) and changes nothing."""
+    or refuses (:class:`GitRefusedError`, git's message) and changes nothing."""
     if not rev or rev.startswith("-"):
         # git checkout has no --end-of-options (2.39): such a name would be read as an option.
         raise GitError(f"git's writer cannot be given the revision {rev!r}; use --writer pcheckout")
@@ -216,7 +235,7 @@ def _error(command: str, code: int, messages: list[bytes], cmd: list[str]) -> Ex
         text = f"exited with status {code}"
     raw = b"\n".join(messages)
     if any(r in raw for r in _REFUSALS):
-        return GitWriteRefused(f"git checkout refused: {text}")
+        return GitRefusedError(f"git checkout refused: {text}")
     return GitError(f"git {command} failed: {text}", cmd=cmd)
 
 
@@ -225,3 +244,31 @@ def _strip(message: bytes) -> str:
     for prefix in ("error: ", "fatal: "):
         text = text.removeprefix(prefix)
     return text
+
+
+def write_by_git(ctx: Context, tree: str, plan: WorkerPlan) -> GitWrite:
+    """A fresh checkout's (or an export's) write by git, with the plan's count and progress
+    into ``ctx.ui``; an interrupt leaves what a re-run finishes."""
+    report = Reporting(ctx.ui, plan.workers)
+    try:
+        return write_tree(ctx.git, tree, workers=plan.workers, threshold=PARALLEL_THRESHOLD,
+                          progress=report)
+    except KeyboardInterrupt:
+        raise Interrupted(2, "run the same command again to finish") from None
+    finally:
+        report.finish()
+
+
+def export_by_git(
+    git: Git, git_dir: Path, tree: str, dest: Path, plan: WorkerPlan, ui: Reporter,
+    environ: Mapping[str, str],
+) -> GitWrite:
+    """An export's write by git (see :func:`export_tree`), progress into ``ui``."""
+    report = Reporting(ui, plan.workers)
+    try:
+        return export_tree(git, git_dir, tree, dest, workers=plan.workers,
+                           threshold=PARALLEL_THRESHOLD, progress=report, environ=environ)
+    except KeyboardInterrupt:
+        raise Interrupted(2, f"{dest} is incomplete") from None
+    finally:
+        report.finish()
