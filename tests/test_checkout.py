@@ -13,9 +13,12 @@ from helpers import (
     git,
     make_repo,
 )
+from writers import writer  # noqa: F401 - the fixture, by name below
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import NotARepositoryError, UnknownRevisionError, WorktreeNotEmptyError
+
+pytestmark = pytest.mark.usefixtures("writer")
 
 ODD_NAMES: dict[bytes, bytes | tuple[str, bytes]] = {
     b"plain.txt": b"hello\n",
@@ -47,12 +50,13 @@ def _pcheckout(work: Path, rev: str = "HEAD", **kw: object) -> object:
 
 
 @pytest.mark.parametrize("workers", [1, 3, 16])
-def test_odd_names_modes_symlinks(tmp_path: Path, workers: int) -> None:
+def test_odd_names_modes_symlinks(tmp_path: Path, workers: int, writer: str) -> None:
     src = make_repo(tmp_path, ODD_NAMES)
     theirs = clone_with_git(src, tmp_path / "theirs")
     ours = clone_no_checkout(src, tmp_path / "ours")
     result = _pcheckout(ours, workers=workers)
     assert result.files == len(ODD_NAMES)  # type: ignore[attr-defined]
+    assert result.plan.writer == writer  # type: ignore[attr-defined]
     assert_same_as_git(ours, theirs)
 
 

@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import (
+from helpers import (
     assert_same_as_git,
     clone_no_checkout,
     clone_with_git,
     git,
     make_repo,
+    run_cli,
     snapshot,
 )
 from test_checkout import ODD_NAMES
 
+from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import GitError, GitRefusedError
+from pcheckout.export import ExportOptions, export
+from pcheckout.git import runner
 from pcheckout.git.runner import Git
 from pcheckout.write import gitwriter
 
@@ -43,8 +52,7 @@ def test_git_runs_the_planned_parallel_workers(tmp_path: Path) -> None:
     src = make_repo(tmp_path, MANY)
     ours = clone_no_checkout(src, tmp_path / "ours")
     trace = tmp_path / "trace2.json"
-    env = {"GIT_TRACE2_EVENT": str(trace)}
-    g = Git(ours, env={**__import__("os").environ, **env})
+    g = Git(ours, env={**os.environ, "GIT_TRACE2_EVENT": str(trace)})
     gitwriter.write_tree(g, _tree(ours), workers=3, threshold=100)
     events = trace.read_text()
     assert events.count('"checkout--worker"') >= 3  # git's parallel checkout ran its workers
@@ -172,3 +180,93 @@ def test_partial_clone_fetches_what_it_writes(tmp_path: Path) -> None:
     assert missing > 0
     gitwriter.write_tree(Git(ours), _tree(ours), workers=2, threshold=1)
     assert_same_as_git(ours, theirs)
+
+
+# --- the writer chosen end to end --------------------------------------------------------------
+
+
+@pytest.fixture
+def shm() -> Iterator[Path]:
+    """A directory on tmpfs, where the policy picks git's writer."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm tmpfs here")
+    base = Path(tempfile.mkdtemp(prefix="pcheckout-gitwriter-", dir="/dev/shm"))
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def test_auto_picks_git_on_tmpfs_and_says_why(shm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PCHECKOUT_WRITER")
+    src = make_repo(shm, MANY)
+    theirs = clone_with_git(src, shm / "theirs")
+    ours = clone_no_checkout(src, shm / "ours")
+    plan = checkout(CheckoutOptions(directory=ours, dry_run=True)).plan
+    assert (plan.writer, plan.writer_source) == ("git", "policy")
+    assert "tmpfs is CPU-bound" in plan.writer_reason and "docs/benchmarks.md" in plan.writer_reason
+    result = checkout(CheckoutOptions(directory=ours))
+    assert result.plan.writer == "git" and not result.processes
+    assert result.written == len(MANY) and result.bytes == -1
+    assert_same_as_git(ours, theirs)
+
+
+def test_old_git_falls_back_to_the_engine(shm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PCHECKOUT_WRITER")
+    monkeypatch.setattr(runner, "git_version", lambda exe="git": (2, 31, 0))
+    src = make_repo(shm, MANY)
+    theirs = clone_with_git(src, shm / "theirs")
+    ours = clone_no_checkout(src, shm / "ours")
+    result = checkout(CheckoutOptions(directory=ours))
+    assert result.plan.writer == "pcheckout"
+    assert "git 2.31.0 has no parallel checkout (2.32+)" in result.plan.writer_reason
+    assert_same_as_git(ours, theirs)
+
+
+def test_export_by_either_writer_is_the_same(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, {**ODD_NAMES, b".gitattributes": b"*.txt text eol=crlf\n"})
+    shots = []
+    for name in ("pcheckout", "git"):
+        dest = tmp_path / f"export-{name}"
+        result = export(ExportOptions(repository=src, rev="HEAD", destination=dest, writer=name))
+        assert result.plan.writer == name and result.written == len(ODD_NAMES) + 1
+        shots.append(snapshot(dest))
+    assert shots[0] == shots[1]
+
+
+def _json(*args: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    proc = run_cli(*args, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+def test_writer_precedence_cli_env_config(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, MANY)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    base = ("checkout", "-C", str(ours), "--dry-run", "--json")
+    env = {"PCHECKOUT_WRITER": "pcheckout"}
+    got = _json(*base, "--writer", "git", env=env)
+    assert (got["writer"], got["writer_source"]) == ("git", "user")
+    assert "--writer" in str(got["writer_reason"])
+    got = _json(*base, env=env)
+    assert (got["writer"], got["writer_source"]) == ("pcheckout", "user")
+    git(ours, "config", "pcheckout.writer", "git")
+    got = _json(*base, env={"PCHECKOUT_WRITER": ""})
+    assert got["writer"] == "git" and "git config pcheckout.writer" in str(got["writer_reason"])
+    got = _json(*base, "--writer", "auto", env={"PCHECKOUT_WRITER": "auto"})
+    assert got["writer"] == "git"  # auto defers to the next level: the git config here
+
+
+def test_bad_writer_is_a_usage_error() -> None:
+    proc = run_cli("checkout", "--writer", "svn")
+    assert proc.returncode == 2 and "--writer" in proc.stderr
+
+
+def test_git_refusal_reaches_the_user_as_one_line(tmp_path: Path) -> None:
+    src = _two_versions(tmp_path)
+    ours = clone_with_git(src, tmp_path / "ours", rev="v1")
+    (ours / "change.txt").write_bytes(b"my work\n")
+    proc = run_cli("checkout", "-C", str(ours), "--writer", "git", "v2")
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pcheckout: error: git checkout refused: ")
+    assert "Your local changes to the following files would be overwritten" in lines[0]
+    assert (ours / "change.txt").read_bytes() == b"my work\n"

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import git, run_cli
+from helpers import git, run_cli
 
 from pcheckout.errors import GitError
 from pcheckout.git import includeif

@@ -6,9 +6,12 @@ from pathlib import Path
 
 import pytest
 from helpers import assert_same_as_git, clone_with_git, git, write_tree_files
+from writers import writer  # noqa: F401 - the fixture, by name below
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import DestinationError
+
+pytestmark = pytest.mark.usefixtures("writer")
 
 V1: dict[bytes, bytes | tuple[str, bytes]] = {
     b"keep.txt": b"unchanged\n",
@@ -76,12 +79,14 @@ def repo(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("a,b", [("v1g", "v2"), ("v2", "v1g"), ("v1", "v2"), ("v2", "v1")])
-def test_switch_matches_git(tmp_path: Path, repo: Path, a: str, b: str, stats: int | None) -> None:
+def test_switch_matches_git(
+    tmp_path: Path, repo: Path, a: str, b: str, stats: int | None, writer: str
+) -> None:
     theirs = clone_with_git(repo, tmp_path / "theirs", rev=a)
     git(theirs, "checkout", "-q", b)
     ours = clone_with_git(repo, tmp_path / "ours", rev=a)
     result = checkout(CheckoutOptions(directory=ours, stat_threads=stats, rev=b, workers=4))
-    assert result.mode == "switch"
+    assert result.mode == "switch" and result.plan.writer == writer
     # exactly the paths b adds or changes against a are written
     changed = git(repo, "diff", "--no-renames", "--name-only", "-z", "--diff-filter=AMT", a, b)
     assert result.written == changed.count(b"\0") > 0
