@@ -22,12 +22,21 @@ def _isolated_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     for k, v in GIT_ENV.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("PCHECKOUT_WORKERS", raising=False)
-    # pcheckout's engine unless a test asks for git's writer (tests/writers.py) or for the
-    # policy's choice: most tests look at the engine (faults, processes, adapting).
+    # pcheckout's engine unless a test asks for git's writer (the ``writer`` fixture) or for
+    # the policy's choice: most tests look at the engine (faults, processes, adapting).
     monkeypatch.setenv("PCHECKOUT_WRITER", "pcheckout")
     monkeypatch.delenv("GIT_DIR", raising=False)
     monkeypatch.delenv("GIT_WORK_TREE", raising=False)
     monkeypatch.delenv("GIT_INDEX_FILE", raising=False)
+
+
+@pytest.fixture(params=["pcheckout", "git"])
+def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each writer in turn, as a user picks it (PCHECKOUT_WRITER): a module runs its checkout
+    cases with both by ``pytestmark = pytest.mark.usefixtures("writer")``."""
+    name = str(request.param)
+    monkeypatch.setenv("PCHECKOUT_WRITER", name)
+    return name
 
 
 @pytest.fixture(scope="module")

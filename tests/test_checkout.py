@@ -13,7 +13,6 @@ from helpers import (
     git,
     make_repo,
 )
-from writers import writer  # noqa: F401 - the fixture, by name below
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import NotARepositoryError, UnknownRevisionError, WorktreeNotEmptyError

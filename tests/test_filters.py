@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
-from writers import writer  # noqa: F401 - the fixture, by name below
 
 from pcheckout.checkout import CheckoutOptions, checkout
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from helpers import assert_same_as_git, clone_with_git, git, write_tree_files
-from writers import writer  # noqa: F401 - the fixture, by name below
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import DestinationError

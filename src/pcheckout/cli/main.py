@@ -326,7 +326,7 @@ def _tune_git_config(args: argparse.Namespace, fs: FsInfo) -> int:
     policy with --no-measure)."""
     from pcheckout.git import includeif
     from pcheckout.git.runner import Git
-    from pcheckout.plan import policy, tune
+    from pcheckout.plan import tune  # the measurement workload: only when there is no result
 
     git = Git(Path(args.path))
     mount = fs.mount_point or os.path.abspath(args.path)
@@ -337,12 +337,12 @@ def _tune_git_config(args: argparse.Namespace, fs: FsInfo) -> int:
         elif not args.quiet:
             print("\n".join(f"removed {r}" for r in removed) or f"nothing to remove for {mount}")
         return 0
-    tuned = tune.lookup(fs)
+    tuned = tunecache.lookup(fs)
     if tuned is None and not args.no_measure:
         opts = tune.TuneOptions(path=args.path, max_workers=args.max_workers, files=args.files,
                                 duration=args.duration, rounds=args.rounds)
         tune.run_tune(opts, fs=fs, progress=None)
-        tuned = tune.lookup(fs)
+        tuned = tunecache.lookup(fs)
     plan = policy.choose_workers(
         fs, cpus=policy.CpuInfo.current(), entries=PLAIN_GIT_ENTRIES, nbytes=0, tuned=tuned,
         writer=policy.ExplicitWriter("git", "--git-config"), git_version=git.version)
