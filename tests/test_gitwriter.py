@@ -41,8 +41,9 @@ def test_fresh_write_is_git_checkout(tmp_path: Path) -> None:
     theirs = clone_with_git(src, tmp_path / "theirs")
     ours = clone_no_checkout(src, tmp_path / "ours")
     seen: list[tuple[int, int]] = []
-    done = gitwriter.write_tree(Git(ours), _tree(ours), workers=3, threshold=1,
-                                progress=lambda d, t: seen.append((d, t)))
+    done = gitwriter.write_tree(
+        Git(ours), _tree(ours), workers=3, threshold=1, progress=lambda d, t: seen.append((d, t))
+    )
     assert done.updated == len(ODD_NAMES) and done.command == "read-tree"
     assert seen[-1] == (len(ODD_NAMES), len(ODD_NAMES))
     assert_same_as_git(ours, theirs)

@@ -85,7 +85,8 @@ def test_remove_keeps_what_the_user_added_to_the_section(tmp_path: Path, mount: 
     git(tmp_path, "config", "--global", "--add", key, str(tmp_path / "mine.gitconfig"))
     includeif.remove(Git(mount), str(mount))
     assert git(tmp_path, "config", "--global", "--get-all", key).decode().strip() == str(
-        tmp_path / "mine.gitconfig")
+        tmp_path / "mine.gitconfig"
+    )
 
 
 def test_remove_refuses_a_file_pcheckout_did_not_write(mount: Path) -> None:

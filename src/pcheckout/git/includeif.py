@@ -44,8 +44,10 @@ class GitConfigChange:
     def describe(self) -> str:
         """What will be written, for a human, before it is."""
         section = self.key.rsplit(".", 1)[0].split(".", 1)[1]
-        lines = [f'global git config: [includeIf "{section}"] path = {self.owned}'
-                 + (" (already there)" if self.include_present else "")]
+        lines = [
+            f'global git config: [includeIf "{section}"] path = {self.owned}'
+            + (" (already there)" if self.include_present else "")
+        ]
         lines.append(f"{self.owned}" + (" (unchanged):" if self.owned_current else ":"))
         lines += ["    " + line for line in self.content.splitlines()]
         return "\n".join(lines)
@@ -66,8 +68,9 @@ def owned_path(mount_point: str, environ: Mapping[str, str] | None = None) -> Pa
     """``$XDG_CONFIG_HOME/pcheckout/git/<name>-<hash>.gitconfig`` (``~/.config`` by default):
     one file per mount, named so a human can tell which."""
     env = os.environ if environ is None else environ
-    base = env.get("XDG_CONFIG_HOME") or os.path.join(env.get("HOME") or str(Path.home()),
-                                                      ".config")
+    base = env.get("XDG_CONFIG_HOME") or os.path.join(
+        env.get("HOME") or str(Path.home()), ".config"
+    )
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", mount_point.strip("/")) or "root"
     digest = hashlib.sha256(mount_point.encode("utf-8", "surrogateescape")).hexdigest()[:8]
     return Path(base) / "pcheckout" / "git" / f"{name[:60]}-{digest}.gitconfig"
@@ -75,12 +78,14 @@ def owned_path(mount_point: str, environ: Mapping[str, str] | None = None) -> Pa
 
 def render(mount_point: str, workers: int, threshold: int, why: str, date: str) -> str:
     """The owned file: git config syntax, comments saying where it came from."""
-    return (f"{MARKER} on {date} for the mount {mount_point}.\n"
-            f"# {why}\n"
-            f"# Remove with: pcheckout tune {mount_point} --git-config --remove\n"
-            "[checkout]\n"
-            f"\tworkers = {workers}\n"
-            f"\tthresholdForParallelism = {threshold}\n")
+    return (
+        f"{MARKER} on {date} for the mount {mount_point}.\n"
+        f"# {why}\n"
+        f"# Remove with: pcheckout tune {mount_point} --git-config --remove\n"
+        "[checkout]\n"
+        f"\tworkers = {workers}\n"
+        f"\tthresholdForParallelism = {threshold}\n"
+    )
 
 
 def _global_values(git: Git, key: str) -> list[str]:
@@ -111,8 +116,14 @@ def apply(git: Git, change: GitConfigChange) -> bool:
         tmp.write_text(change.content, encoding="utf-8")
         os.replace(tmp, change.owned)
     if not change.include_present:
-        git.run("config", "--global", "--add", change.key, str(change.owned),
-                what="cannot add the include to the global git config")
+        git.run(
+            "config",
+            "--global",
+            "--add",
+            change.key,
+            str(change.owned),
+            what="cannot add the include to the global git config",
+        )
     return True
 
 
@@ -130,14 +141,21 @@ def remove(git: Git, mount_point: str, environ: Mapping[str, str] | None = None)
     removed: list[str] = []
     if str(owned) in _global_values(git, key):
         # A value pattern, not --fixed-value (git 2.30; pcheckout supports 2.25).
-        git.run("config", "--global", "--unset-all", key, "^" + _ere(str(owned)) + "$",
-                what="cannot remove the include from the global git config")
+        git.run(
+            "config",
+            "--global",
+            "--unset-all",
+            key,
+            "^" + _ere(str(owned)) + "$",
+            what="cannot remove the include from the global git config",
+        )
         removed.append(f"{key} = {owned} (global git config)")
         section = key.rsplit(".", 1)[0]
         # git matches the canonical name: section and variable lower-cased, subsection as is.
         canonical = "includeif." + section.split(".", 1)[1]
-        rest = git.run("config", "--global", "--get-regexp", "^" + _ere(canonical) + r"\.",
-                       ok_codes=(0, 1))
+        rest = git.run(
+            "config", "--global", "--get-regexp", "^" + _ere(canonical) + r"\.", ok_codes=(0, 1)
+        )
         if not rest.stdout.strip():
             # An empty section header stays behind after --unset; drop it (ok if already gone).
             git.run("config", "--global", "--remove-section", section, ok_codes=(0, 128))

@@ -90,9 +90,14 @@ class Reporting:
 
 def settings(workers: int, threshold: int) -> list[str]:
     """The ``-c`` options every git write runs with."""
-    return ["-c", f"checkout.workers={max(1, workers)}",
-            "-c", f"checkout.thresholdForParallelism={max(0, threshold)}",
-            "-c", f"core.hooksPath={os.devnull}"]
+    return [
+        "-c",
+        f"checkout.workers={max(1, workers)}",
+        "-c",
+        f"checkout.thresholdForParallelism={max(0, threshold)}",
+        "-c",
+        f"core.hooksPath={os.devnull}",
+    ]
 
 
 def write_tree(
@@ -126,8 +131,14 @@ def switch(
     if not rev or rev.startswith("-"):
         # git checkout has no --end-of-options (2.39): such a name would be read as an option.
         raise GitError(f"git's writer cannot be given the revision {rev!r}; use --writer pcheckout")
-    args = [*settings(workers, threshold), "checkout", "-q",
-            "--progress" if progress is not None else "--no-progress", rev, "--"]
+    args = [
+        *settings(workers, threshold),
+        "checkout",
+        "-q",
+        "--progress" if progress is not None else "--no-progress",
+        rev,
+        "--",
+    ]
     return _run(git, args, workers, "checkout", progress, None)
 
 
@@ -144,12 +155,22 @@ def export_tree(
 ) -> GitWrite:
     """The tree alone into ``dest`` (no index left, sparse-checkout patterns off)."""
     with tempfile.TemporaryDirectory(prefix="pcheckout-export-") as scratch:
-        env = {**(os.environ if environ is None else environ), "GIT_DIR": str(git_dir),
-               "GIT_WORK_TREE": str(dest), "GIT_INDEX_FILE": os.path.join(scratch, "index")}
+        env = {
+            **(os.environ if environ is None else environ),
+            "GIT_DIR": str(git_dir),
+            "GIT_WORK_TREE": str(dest),
+            "GIT_INDEX_FILE": os.path.join(scratch, "index"),
+        }
         runner = Git(dest, debug=git.debug, env=env, exe=git.exe, version=git.version)
-        return write_tree(runner, tree, workers=workers, threshold=threshold,
-                          progress=progress, env=env,
-                          config=("-c", "core.sparseCheckout=false"))
+        return write_tree(
+            runner,
+            tree,
+            workers=workers,
+            threshold=threshold,
+            progress=progress,
+            env=env,
+            config=("-c", "core.sparseCheckout=false"),
+        )
 
 
 def _run(
@@ -166,8 +187,13 @@ def _run(
         full_env["GIT_PROGRESS_DELAY"] = "0"  # from the first file, not after 2 s
     t0 = time.monotonic()
     try:
-        proc = git.popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, env=full_env)
+        proc = git.popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=full_env,
+        )
     except OSError as exc:
         raise GitError(f"cannot run git: {exc}", cmd=git.argv(args)) from None
     assert proc.stderr is not None
@@ -225,8 +251,9 @@ def _error(command: str, code: int, messages: list[bytes], cmd: list[str]) -> Ex
             continue
         if paths:
             more = len(paths) - SHOW_PATHS
-            words.append(", ".join(paths[:SHOW_PATHS]) + (f" and {more} more" if more > 0 else "")
-                         + ";")
+            words.append(
+                ", ".join(paths[:SHOW_PATHS]) + (f" and {more} more" if more > 0 else "") + ";"
+            )
             paths = []
         if _strip(m):
             words.append(_strip(m))
@@ -251,8 +278,9 @@ def write_by_git(ctx: Context, tree: str, plan: WorkerPlan) -> GitWrite:
     into ``ctx.ui``; an interrupt leaves what a re-run finishes."""
     report = Reporting(ctx.ui, plan.workers)
     try:
-        return write_tree(ctx.git, tree, workers=plan.workers, threshold=PARALLEL_THRESHOLD,
-                          progress=report)
+        return write_tree(
+            ctx.git, tree, workers=plan.workers, threshold=PARALLEL_THRESHOLD, progress=report
+        )
     except KeyboardInterrupt:
         raise Interrupted(2, "run the same command again to finish") from None
     finally:
@@ -260,14 +288,27 @@ def write_by_git(ctx: Context, tree: str, plan: WorkerPlan) -> GitWrite:
 
 
 def export_by_git(
-    git: Git, git_dir: Path, tree: str, dest: Path, plan: WorkerPlan, ui: Reporter,
+    git: Git,
+    git_dir: Path,
+    tree: str,
+    dest: Path,
+    plan: WorkerPlan,
+    ui: Reporter,
     environ: Mapping[str, str],
 ) -> GitWrite:
     """An export's write by git (see :func:`export_tree`), progress into ``ui``."""
     report = Reporting(ui, plan.workers)
     try:
-        return export_tree(git, git_dir, tree, dest, workers=plan.workers,
-                           threshold=PARALLEL_THRESHOLD, progress=report, environ=environ)
+        return export_tree(
+            git,
+            git_dir,
+            tree,
+            dest,
+            workers=plan.workers,
+            threshold=PARALLEL_THRESHOLD,
+            progress=report,
+            environ=environ,
+        )
     except KeyboardInterrupt:
         raise Interrupted(2, f"{dest} is incomplete") from None
     finally:
