@@ -326,7 +326,7 @@ def _tune_git_config(args: argparse.Namespace, fs: FsInfo) -> int:
     policy with --no-measure)."""
     from pcheckout.git import includeif
     from pcheckout.git.runner import Git
-    from pcheckout.plan import tune  # the measurement workload: only when there is no result
+    from pcheckout.plan import tune, tunecache  # the workload: only this command runs it
 
     git = Git(Path(args.path))
     mount = fs.mount_point or os.path.abspath(args.path)
