@@ -391,7 +391,7 @@ def switch(
         fs,
         dry_run=opts.dry_run,
         deleted=len(set(remove) - set(write_paths)),
-        skip_worktree=len(recorded) + len(flip_out) + len((skipped & set(plan.keep)) - set(flip_in)),
+        skip_worktree=len(recorded) + len(flip_out) + len(skipped & set(plan.keep) - set(flip_in)),
         fetch_blobs=len(sel.missing),
         warnings=list(sparsity.warnings) if sparsity is not None else [],
     )
