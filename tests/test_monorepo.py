@@ -261,3 +261,31 @@ def test_export_from_a_blobless_clone_fetches_in_batches(tmp_path: Path) -> None
     assert 1 <= result.fetches == len(promisor_packs(work)) - packs <= 3
     git(src, "checkout", "-q", "main")
     assert snapshot(tmp_path / "out") == snapshot(src)
+
+
+@pytest.mark.parametrize("server_gone", [False, True])
+def test_staged_fetch_leaves_the_packs_git_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server_gone: bool
+) -> None:
+    """Where the destination is latency-bound the fetches write into a local staging
+    directory and the packs are moved in afterwards: same files, index and status as
+    git, and the blobs are in the repository itself."""
+    from pcheckout import checkout as checkout_mod
+
+    real = checkout_mod.write_selected
+    monkeypatch.setattr(checkout_mod, "write_selected",
+                        lambda *a, **k: real(*a, **{**k, "latency_bound": True}))  # fmt: skip
+    server, ours, theirs = _pair(tmp_path, blobless=True)
+    if server_gone:
+        moved = server.with_name("away.git")
+        server.rename(moved)
+        with pytest.raises(PromisorFetchError):
+            _checkout(ours)
+        moved.rename(server)
+    packs = len(promisor_packs(ours))
+    result = _checkout(ours)
+    git(theirs, "checkout", "-q", "main")
+    assert_same_as_git_sparse(ours, theirs)
+    assert len(promisor_packs(ours)) == packs + result.fetches
+    assert local_blob_count(ours) == 131  # in the repository, not in a scratch directory
+    git(ours, "fsck", "--connectivity-only")

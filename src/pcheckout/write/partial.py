@@ -16,12 +16,20 @@ written) as ``write_tree`` would for the whole list.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pcheckout.context import Context, Reporter
-from pcheckout.git.promisor import Fetched, missing_objects, no_lazy_fetch_env, promisor_remotes
+from pcheckout.git.promisor import (
+    Fetched,
+    Staging,
+    missing_objects,
+    no_lazy_fetch_env,
+    promisor_remotes,
+)
 from pcheckout.git.sparse import Sparsity
 from pcheckout.git.tree import MODE_GITLINK, Entry
 from pcheckout.write.engine import Outcome
@@ -34,6 +42,11 @@ from pcheckout.write.prefetch import (
 from pcheckout.write.worktree import WriteRequest, write_tree
 
 __all__ = ["Selection", "select", "write_selected"]
+
+#: Concurrent fetches into a local staging directory (git/promisor.py Staging): the pack
+#: is written at local speed there, so two fetches keep ahead of the writers on the 1 ms
+#: latency filesystem (docs/benchmarks.md, "Blobless checkout").
+FETCHERS_STAGED = 2
 
 
 @dataclass
@@ -124,14 +137,29 @@ def write_selected(
     n = len(entries)
     if not sel.missing and len(sel.wanted) == n:
         return write_tree(ctx, req), Fetched()
-    fetchers = FETCHERS_LATENCY_BOUND if latency_bound else 1
+    base_env: dict[str, str] = dict(ctx.git.env) if ctx.git.env is not None else dict(ctx.environ)
+    # Objects live in the common dir unless the environment moves them (then: no staging).
+    objects = os.fsencode(ctx.repo.common_dir / "objects")
+    staging = (
+        Staging(objects) if sel.missing and latency_bound and Staging.usable(base_env) else None
+    )
+    fetchers = (
+        FETCHERS_STAGED if staging is not None else FETCHERS_LATENCY_BOUND if latency_bound else 1
+    )
     plan = plan_fetch(entries, sel.wanted, sel.missing, conversion=req.conversion,
                       fetchers=fetchers)  # fmt: skip
     files = len(sel.wanted)
     nbytes = sum(max(entries[i].size, 0) for i in sel.wanted)
     ui = _RoundReporter(ctx.ui, files, nbytes, req.plan.workers)
-    env = no_lazy_fetch_env(ctx.git, ctx.git.env) if sel.missing else None
+    env = no_lazy_fetch_env(ctx.git, base_env) if sel.missing else None
+    if staging is not None:
+        env = staging.reader_env(env if env is not None else base_env)
     writer_git = dataclasses.replace(ctx.git, env=env) if env is not None else ctx.git
+    fetch_git = (
+        dataclasses.replace(ctx.git, env=staging.fetch_env(base_env))
+        if staging is not None
+        else ctx.git
+    )
     round_ctx = dataclasses.replace(ctx, git=writer_git, ui=ui)
     outcomes: list[Outcome] = []
 
@@ -158,10 +186,19 @@ def write_selected(
 
     try:
         if plan.batches:
-            done = write_while_fetching(
-                ctx.git, sel.remotes, entries, plan, write_round, fetchers=fetchers,
-                progress=progress,
-            )  # fmt: skip
+            try:
+                done = write_while_fetching(
+                    fetch_git, sel.remotes, entries, plan, write_round, fetchers=fetchers,
+                    progress=progress,
+                    pack_dir=staging.pack_dir if staging is not None else None,
+                )  # fmt: skip
+            except BaseException:
+                if staging is not None:  # what landed goes in, even when a fetch failed
+                    with contextlib.suppress(OSError):
+                        staging.migrate()
+                raise
+            if staging is not None:
+                staging.migrate()
             stats, fetched = done.stats, done.fetched
         else:
             mask = [True] * n
@@ -171,6 +208,8 @@ def write_selected(
             fetched = Fetched()
     finally:
         ui.done()
+        if staging is not None:
+            staging.close()
     return _merge(stats, outcomes), fetched
 
 

@@ -171,6 +171,7 @@ def write_while_fetching(
     *,
     fetchers: int = 1,
     progress: Callable[[Fetched], None] | None = None,
+    pack_dir: bytes | None = None,
 ) -> Overlapped:
     """Fetch ``plan.batches`` on up to ``fetchers`` threads while ``write_round`` writes
     what is present, then each group of landed batches.  A fetch failure stops the
@@ -203,7 +204,9 @@ def write_while_fetching(
         return lambda j: landing.arrive(lane[j] if j >= 0 else -1)
 
     for lane in lanes:
-        prefetches.append(Prefetch(git, remotes, [batches[k] for k in lane], arrival(lane), report))
+        prefetches.append(
+            Prefetch(git, remotes, [batches[k] for k in lane], arrival(lane), report, pack_dir)
+        )
     landing.expected = len(prefetches)
     for p in prefetches:
         p.start()
