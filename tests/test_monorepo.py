@@ -289,3 +289,42 @@ def test_staged_fetch_leaves_the_packs_git_would(
     assert len(promisor_packs(ours)) == packs + result.fetches
     assert local_blob_count(ours) == 131  # in the repository, not in a scratch directory
     git(ours, "fsck", "--connectivity-only")
+
+
+def test_server_gone_mid_prefetch_then_a_rerun_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server disappears after the first round of writes: what landed is written,
+    no index, one clear line; once it is back the re-run resumes and ends as git."""
+    from pcheckout.write import partial
+
+    server, ours, theirs = _pair(tmp_path, blobless=True)
+    moved = server.with_name("away.git")
+    real = partial.write_tree
+    calls: list[int] = []
+
+    def write_then_cut(ctx: object, req: object) -> object:
+        out = real(ctx, req)  # type: ignore[arg-type]
+        if not calls:
+            server.rename(moved)
+        calls.append(1)
+        return out
+
+    monkeypatch.setattr(partial, "write_tree", write_then_cut)
+    from pcheckout.write import prefetch
+
+    real_plan = prefetch.plan_fetch
+    monkeypatch.setattr(partial, "plan_fetch",
+                        lambda *a, **k: real_plan(*a, **{**k, "first": 16}))  # fmt: skip
+    with pytest.raises(PromisorFetchError, match="from promisor remote 'origin'") as info:
+        _checkout(ours)
+    assert 0 < info.value.count < 131
+    assert not (ours / ".git" / "index").exists()
+    written = [p for p in snapshot(ours) if snapshot(ours)[p][0] != "d"]
+    assert len(written) == 131 - info.value.count >= 16  # every batch that landed was written
+    monkeypatch.setattr(partial, "write_tree", real)
+    moved.rename(server)
+    result = _checkout(ours)
+    assert result.mode == "resume" and result.kept == len(written)
+    git(theirs, "checkout", "-q", "main")
+    assert_same_as_git_sparse(ours, theirs)
