@@ -571,36 +571,19 @@ def convertible(e: Entry) -> bool:
     return e.mode in (MODE_FILE, MODE_EXEC)
 
 
-def plan_conversion(
-    git: Git,
-    repo: Repo,
-    config: Mapping[str, str],
-    tree: str,
-    entries: Sequence[Entry],
-    *,
-    environ: Mapping[str, str] | None = None,
-    attributes: TreeAttributes | None = None,
-    skip: Sequence[bool] | None = None,
+def build_plan(
+    sources: list[str],
+    count: int,
+    rows: Mapping[int, Sequence[AttrValue]],
+    settings: Settings,
 ) -> ConversionPlan:
-    """Per-entry conversion for writing ``entries`` of ``tree``."""
-    sources = conversion_sources(entries, config, repo.common_dir, environ)
-    per_entry: list[Conversion | None] = [None] * len(entries)
+    """The plan for ``count`` entries from each convertible entry's CONVERT_ATTRS values
+    (``rows``: entry index -> values; entries without a row are written as stored)."""
+    per_entry: list[Conversion | None] = [None] * count
     plan = ConversionPlan(sources, per_entry)
-    if not sources:
-        return plan
-    settings = Settings.from_config(config)
-    todo = [
-        i for i, e in enumerate(entries) if convertible(e) and not (skip is not None and skip[i])
-    ]
-    own = attributes is None
-    attrs = attributes or TreeAttributes(git, repo, tree, entries)
-    try:
-        rows = attrs.lookup([entries[i].path for i in todo], CONVERT_ATTRS)
-    finally:
-        if own:
-            attrs.close()
     memo: dict[tuple[AttrValue, ...], Conversion | None] = {}
-    for i, row in zip(todo, rows, strict=True):
+    for i, values in rows.items():
+        row = tuple(values[: len(CONVERT_ATTRS)])
         if row in memo:
             conv = memo[row]
         else:
@@ -614,3 +597,26 @@ def plan_conversion(
         for r in conv.reasons:
             plan.counts[r] = plan.counts.get(r, 0) + 1
     return plan
+
+
+def plan_conversion(
+    git: Git,
+    repo: Repo,
+    config: Mapping[str, str],
+    tree: str,
+    entries: Sequence[Entry],
+    *,
+    environ: Mapping[str, str] | None = None,
+    skip: Sequence[bool] | None = None,
+) -> ConversionPlan:
+    """Per-entry conversion for writing ``entries`` of ``tree`` (a checkout or a switch)."""
+    sources = conversion_sources(entries, config, repo.common_dir, environ)
+    if not sources:
+        return ConversionPlan(sources, [None] * len(entries))
+    todo = [
+        i for i, e in enumerate(entries) if convertible(e) and not (skip is not None and skip[i])
+    ]
+    with TreeAttributes(git, repo, tree, entries) as attrs:
+        rows = attrs.lookup([entries[i].path for i in todo], CONVERT_ATTRS)
+    return build_plan(sources, len(entries), dict(zip(todo, rows, strict=True)),
+                      Settings.from_config(config))
