@@ -20,7 +20,15 @@ author and committer carry a fixed identity and fixed dates (see ``FIXED_DATE``)
 
 * ``source`` - lognormal sizes around a few KiB, a deep directory fan-out, ~2 % executable
   files and ~1 % symlinks (relative, to other files of the tree);
-* ``tiny``   - documentation-like: small files, shallow tree, many files per directory.
+* ``tiny``   - documentation-like: small files, shallow tree, many files per directory;
+* ``bigdir`` - ``source`` with one directory of 1,200 files (generated code, translations,
+  test data) next to the many small ones, as real source trees have.
+
+``--attributes`` adds a ``.gitattributes`` to v1 (``ATTRIBUTE_SETS``): ``none`` (the default),
+``text-auto`` (the one line ``* text=auto eol=lf``, common in real repositories: nothing
+changes a byte on checkout), ``gitlike`` (modelled on git.git's own: whitespace and diff
+drivers everywhere, ``text eol=lf`` per extension, a few dozen paths ``eol=crlf``, a few
+``ident`` files holding ``$Id$``, one nested ``.gitattributes``).
 
 ``--big-blob-mib N`` makes a repository whose main file is a single N MiB blob; the blob is
 streamed into fast-import in 1 MiB chunks and never held in memory (fast-import itself streams
@@ -73,6 +81,8 @@ class ShapeParams:
     exec_share: float
     link_share: float
     extensions: tuple[str, ...]
+    # Files put into one single directory (0: none).
+    big_dir_files: int = 0
 
 
 SHAPES: dict[str, ShapeParams] = {
@@ -102,14 +112,86 @@ SHAPES: dict[str, ShapeParams] = {
         extensions=(".md", ".txt", ".html", ".json"),
     ),
 }
+# One directory of 1,200 files next to the source shape's small ones (a directory of
+# generated sources or translations; the issue asks for 1,000+).
+SHAPES["bigdir"] = replace(SHAPES["source"], big_dir_files=1200)
+
+# The attribute files --attributes can add. "gitlike" is modelled on git.git's top-level
+# .gitattributes (whitespace rules and diff drivers that change no byte on checkout, and
+# per-extension "text eol=lf"); CRLF_PATHS of its files get "eol=crlf" lines and IDENT_PATHS
+# "ident" (their content then starts with a $Id$ keyword).
+ATTRIBUTE_SETS = ("none", "text-auto", "gitlike")
+GITLIKE_HEAD = b"""* whitespace=!indent,trail,space
+*.[ch] whitespace=indent,trail,space diff=cpp
+*.S diff=cpp
+*.py text eol=lf diff=python
+*.rs text eol=lf diff=rust
+*.go text eol=lf diff=golang
+*.json text eol=lf
+*.md text eol=lf diff=markdown
+*.txt text eol=lf
+"""
+CRLF_PATHS = 36
+IDENT_PATHS = 4
 
 # Word pool for names and content; text built from it compresses like real text/code.
-_WORDS = (
-    "alpha beta gamma delta core util net fs mm kernel driver arch block crypto sound "
-    "tools lib include init ipc security virt scripts docs test bench cache index tree "
-    "blob commit object pack stream buffer queue worker thread proc signal event timer "
-    "config parse render layout widget model view store table field value record entry"
-).split()
+_WORDS = [
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "core",
+    "util",
+    "net",
+    "fs",
+    "mm",
+    "kernel",
+    "driver",
+    "arch",
+    "block",
+    "crypto",
+    "sound",
+    "tools",
+    "lib",
+    "include",
+    "init",
+    "ipc",
+    "security",
+    "virt",
+    "scripts",
+    "docs",
+    "test",
+    "bench",
+    "cache",
+    "index",
+    "tree",
+    "blob",
+    "commit",
+    "object",
+    "pack",
+    "stream",
+    "buffer",
+    "queue",
+    "worker",
+    "thread",
+    "proc",
+    "signal",
+    "event",
+    "timer",
+    "config",
+    "parse",
+    "render",
+    "layout",
+    "widget",
+    "model",
+    "view",
+    "store",
+    "table",
+    "field",
+    "value",
+    "record",
+    "entry",
+]
 
 # Size of the shared text pool each file's content is sliced from (4 MiB: large enough that
 # files rarely share long runs, small enough to build in well under a second).
@@ -137,6 +219,7 @@ class RepoSpec:
     seed: int = 1
     change: float = 0.0
     big_blob_mib: int = 0
+    attributes: str = "none"
 
 
 @dataclass(frozen=True)
@@ -147,6 +230,7 @@ class Entry:
     size: int = 0
     salt: int = 0
     target: bytes = b""
+    prefix: bytes = b""  # bytes before the generated content (an ident keyword)
 
 
 @dataclass
@@ -173,6 +257,8 @@ def _text_pool(rng: random.Random) -> bytes:
 
 
 def _content(pool: bytes, path: bytes, e: Entry) -> bytes:
+    if e.prefix:
+        return e.prefix + _content(pool, path, replace(e, prefix=b""))
     # The header makes every blob unique (path and salt), the body is a slice of the pool.
     header = b"/* " + path + b" #" + str(e.salt).encode() + b" */\n"
     if e.size <= len(header):
@@ -239,6 +325,12 @@ def _build_v1(spec: RepoSpec, rng: random.Random) -> _Tree:
     # Every directory gets at least one file so none is empty (git cannot store those).
     for d in range(min(len(dirs), spec.files)):
         chosen[d] = d
+    if p.big_dir_files:
+        # The big directory: a top-level one, filled from the end of the list.
+        big = next((k for k, d in enumerate(dirs) if d and b"/" not in d), 0)
+        start = max(min(len(dirs), spec.files), spec.files - p.big_dir_files)
+        for k in range(start, spec.files):
+            chosen[k] = big
     regular: list[bytes] = []
     n_links = round(spec.files * p.link_share)
     for k, di in enumerate(chosen):
@@ -256,6 +348,31 @@ def _build_v1(spec: RepoSpec, rng: random.Random) -> _Tree:
         )
         regular.append(path)
     return tree
+
+
+def _add_attributes(spec: RepoSpec, tree: _Tree) -> None:
+    """The ``--attributes`` set's .gitattributes files (a separate PRNG: the tree itself is
+    the same with or without them)."""
+    if spec.attributes == "none":
+        return
+    if spec.attributes == "text-auto":
+        tree.entries[b".gitattributes"] = Entry(MODE_FILE, prefix=b"* text=auto eol=lf\n")
+        return
+    rng = random.Random(spec.seed * 7919 + 11)
+    regular = sorted(p for p, e in tree.entries.items() if e.mode != MODE_LINK)
+    picked = rng.sample(regular, min(len(regular), CRLF_PATHS + IDENT_PATHS))
+    lines = [GITLIKE_HEAD]
+    for path in sorted(picked[:CRLF_PATHS]):
+        lines.append(b"/" + path + b" text eol=crlf\n")
+    for path in sorted(picked[CRLF_PATHS:]):
+        lines.append(b"/" + path + b" ident\n")
+        tree.entries[path] = replace(tree.entries[path], prefix=b"/* $Id$ */\n")
+    tree.entries[b".gitattributes"] = Entry(MODE_FILE, prefix=b"".join(lines))
+    nested = next((d for d in tree.dirs if d), None)
+    if nested is not None:
+        tree.entries[nested + b"/.gitattributes"] = Entry(
+            MODE_FILE, prefix=b"* -whitespace\n*.json -diff\n"
+        )
 
 
 def _changes(spec: RepoSpec, rng: random.Random, v1: _Tree) -> list[tuple[str, bytes, object]]:
@@ -282,8 +399,12 @@ def _changes(spec: RepoSpec, rng: random.Random, v1: _Tree) -> list[tuple[str, b
     # One brand-new directory (two levels, under the root) with a few files.
     new_dir = b"zz_new_" + str(spec.seed).encode() + b"/generated"
     for i in range(max(2, n_change // 50)):
-        e = Entry(MODE_FILE, offset=rng.randrange(_POOL_BYTES), size=_file_size(rng, p),
-                  salt=10_000_000 + i)
+        e = Entry(
+            MODE_FILE,
+            offset=rng.randrange(_POOL_BYTES),
+            size=_file_size(rng, p),
+            salt=10_000_000 + i,
+        )
         ops.append(("add", new_dir + b"/new_" + str(i).encode() + b".txt", e))
 
     candidates = [x for x in paths if x not in touched]
@@ -299,8 +420,9 @@ def _changes(spec: RepoSpec, rng: random.Random, v1: _Tree) -> list[tuple[str, b
                 name = b"added_" + str(salt).encode() + rng.choice(p.extensions).encode()
                 path = name if not d else d + b"/" + name
                 salt += 1
-                e = Entry(MODE_FILE, offset=rng.randrange(_POOL_BYTES),
-                          size=_file_size(rng, p), salt=salt)
+                e = Entry(
+                    MODE_FILE, offset=rng.randrange(_POOL_BYTES), size=_file_size(rng, p), salt=salt
+                )
                 ops.append(("add", path, e))
                 continue
             path = next(it, None)
@@ -312,8 +434,7 @@ def _changes(spec: RepoSpec, rng: random.Random, v1: _Tree) -> list[tuple[str, b
                 if old.mode == MODE_LINK:
                     ops.append(("add", path, replace(old, target=old.target + b".moved")))
                 else:
-                    ops.append(("add", path, replace(old, salt=salt,
-                                                     size=_file_size(rng, p))))
+                    ops.append(("add", path, replace(old, salt=salt, size=_file_size(rng, p))))
             elif kind == "delete":
                 ops.append(("delete", path, None))
             elif kind == "rename":
@@ -363,17 +484,23 @@ def _stream(spec: RepoSpec, out: BinaryIO) -> tuple[int, int | None]:
         return _stream_big(spec, out, rng), None
     pool = _text_pool(rng)
     v1 = _build_v1(spec, rng)
-    _commit_header(out, 1, FIXED_DATE,
-                   b"v1: %s tree, %d files, seed %d\n" % (spec.shape.encode(), spec.files,
-                                                            spec.seed), None)
+    _add_attributes(spec, v1)
+    _commit_header(
+        out,
+        1,
+        FIXED_DATE,
+        b"v1: %s tree, %d files, seed %d\n" % (spec.shape.encode(), spec.files, spec.seed),
+        None,
+    )
     for path in sorted(v1.entries):
         _write_entry(out, pool, path, v1.entries[path])
     out.write(b"\n")
     files_v2 = None
     if spec.change > 0:
         ops = _changes(spec, rng, v1)
-        _commit_header(out, 2, FIXED_DATE + V2_DATE_OFFSET,
-                       b"v2: change %.3f of the files\n" % spec.change, 1)
+        _commit_header(
+            out, 2, FIXED_DATE + V2_DATE_OFFSET, b"v2: change %.3f of the files\n" % spec.change, 1
+        )
         entries = dict(v1.entries)
         for kind, path, arg in ops:
             if kind == "add":
@@ -412,7 +539,7 @@ def _stream_big(spec: RepoSpec, out: BinaryIO, rng: random.Random) -> int:
     for i in range(spec.big_blob_mib):
         stamp = b"chunk %016d\n" % i
         out.write(stamp)
-        out.write(memoryview(block)[len(stamp):])
+        out.write(memoryview(block)[len(stamp) :])
     out.write(b"\n\n")
     out.write(b"reset refs/tags/v1\nfrom :1\n\n")
     return 2
@@ -426,16 +553,28 @@ def generate(spec: RepoSpec, out_dir: Path) -> GenResult:
         raise ValueError("--files must be at least 1")
     if not 0.0 <= spec.change < 1.0:
         raise ValueError("--change must be in [0, 1)")
+    if spec.attributes not in ATTRIBUTE_SETS:
+        raise ValueError(
+            f"unknown attribute set {spec.attributes!r} (choose from {', '.join(ATTRIBUTE_SETS)})"
+        )
     out_dir = Path(out_dir)
     if out_dir.exists() and any(out_dir.iterdir()):
         raise FileExistsError(f"{out_dir} exists and is not empty")
     env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(out_dir)],
-                   check=True, env=env)
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(out_dir)], check=True, env=env)
     proc = subprocess.Popen(
-        ["git", "-C", str(out_dir), "-c", "core.ignorecase=false", "fast-import",
-         "--quiet", "--done"],
-        stdin=subprocess.PIPE, env=env,
+        [
+            "git",
+            "-C",
+            str(out_dir),
+            "-c",
+            "core.ignorecase=false",
+            "fast-import",
+            "--quiet",
+            "--done",
+        ],
+        stdin=subprocess.PIPE,
+        env=env,
     )
     assert proc.stdin is not None
     try:
@@ -449,31 +588,59 @@ def generate(spec: RepoSpec, out_dir: Path) -> GenResult:
     if proc.wait() != 0:
         raise RuntimeError(f"git fast-import failed with exit code {proc.returncode}")
     head = "refs/tags/v2" if spec.change > 0 else "refs/tags/v1"
-    subprocess.run(["git", "-C", str(out_dir), "update-ref", "refs/heads/main", head],
-                   check=True, env=env)
+    subprocess.run(
+        ["git", "-C", str(out_dir), "update-ref", "refs/heads/main", head], check=True, env=env
+    )
 
     def rev(ref: str) -> str:
-        return subprocess.run(["git", "-C", str(out_dir), "rev-parse", ref], check=True,
-                              capture_output=True, text=True, env=env).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(out_dir), "rev-parse", ref],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout.strip()
 
-    return GenResult(v1=rev("refs/tags/v1"),
-                     v2=rev("refs/tags/v2") if spec.change > 0 else None,
-                     files_v1=files_v1, files_v2=files_v2)
+    return GenResult(
+        v1=rev("refs/tags/v1"),
+        v2=rev("refs/tags/v2") if spec.change > 0 else None,
+        files_v1=files_v1,
+        files_v2=files_v2,
+    )
 
 
 def _parse(argv: list[str] | None) -> tuple[RepoSpec, Path]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", choices=sorted(SHAPES), default="source")
-    ap.add_argument("--files", type=int, default=5000,
-                    help="number of tree entries in v1 (files and symlinks; default 5000)")
+    ap.add_argument(
+        "--files",
+        type=int,
+        default=5000,
+        help="number of tree entries in v1 (files and symlinks; default 5000)",
+    )
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--change", type=float, default=0.0,
-                    help="also make v2 changing about this share of the files (e.g. 0.2)")
-    ap.add_argument("--big-blob-mib", type=int, default=0,
-                    help="instead: a repo with one blob of this many MiB (streamed)")
+    ap.add_argument(
+        "--change",
+        type=float,
+        default=0.0,
+        help="also make v2 changing about this share of the files (e.g. 0.2)",
+    )
+    ap.add_argument(
+        "--big-blob-mib",
+        type=int,
+        default=0,
+        help="instead: a repo with one blob of this many MiB (streamed)",
+    )
+    ap.add_argument(
+        "--attributes",
+        choices=ATTRIBUTE_SETS,
+        default="none",
+        help="add a .gitattributes (text-auto: '* text=auto eol=lf'; gitlike: "
+        "git.git-like, a few dozen eol=crlf and a few ident paths)",
+    )
     ap.add_argument("out_dir", type=Path)
     a = ap.parse_args(argv)
-    return RepoSpec(a.shape, a.files, a.seed, a.change, a.big_blob_mib), a.out_dir
+    return RepoSpec(a.shape, a.files, a.seed, a.change, a.big_blob_mib, a.attributes), a.out_dir
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -116,3 +116,35 @@ def test_script_help_renders(script: str) -> None:
     done = subprocess.run([sys.executable, str(path), "--help"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip()
+
+
+def test_bigdir_shape_has_one_directory_of_1200_files(genrepo: ModuleType, tmp_path: Path) -> None:
+    repo = tmp_path / "r"
+    genrepo.generate(genrepo.RepoSpec(shape="bigdir", files=3000, seed=1), repo)
+    rows = ls_tree(repo, "v1")
+    per_dir: dict[str, int] = {}
+    for _m, p, _s, _o in rows:
+        per_dir[p.rpartition("/")[0]] = per_dir.get(p.rpartition("/")[0], 0) + 1
+    counts = sorted(per_dir.values())
+    assert counts[-1] >= 1200 and counts[-2] < 200
+
+
+@pytest.mark.parametrize("attributes", ["text-auto", "gitlike"])
+def test_attribute_sets(genrepo: ModuleType, tmp_path: Path, attributes: str) -> None:
+    plain = genrepo.generate(genrepo.RepoSpec(files=500, seed=4), tmp_path / "plain")
+    res = genrepo.generate(genrepo.RepoSpec(files=500, seed=4, attributes=attributes),
+                           tmp_path / "attrs")
+    repo = tmp_path / "attrs"
+    attrs = git(repo, "show", "v1:.gitattributes")
+    if attributes == "text-auto":
+        assert attrs == "* text=auto eol=lf\n"
+    else:
+        assert attrs.count(" text eol=crlf\n") == genrepo.CRLF_PATHS
+        assert attrs.count(" ident\n") == genrepo.IDENT_PATHS
+        ident = [ln.split()[0][1:] for ln in attrs.splitlines() if ln.endswith(" ident")]
+        assert all(git(repo, "show", f"v1:{p}").startswith("/* $Id$ */\n") for p in ident)
+        assert sum(1 for r in ls_tree(repo, "v1") if r[1].endswith(".gitattributes")) == 2
+    # the same tree otherwise
+    paths = {p for _m, p, _s, _o in ls_tree(repo, "v1") if not p.endswith(".gitattributes")}
+    assert paths == {p for _m, p, _s, _o in ls_tree(tmp_path / "plain", "v1")}
+    assert res.v1 != plain.v1
