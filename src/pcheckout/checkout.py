@@ -10,8 +10,9 @@ It never reads ``sys.argv`` or prints.  A fresh checkout, in order:
 4. detect the filesystem and plan the writers (``plan/planner.py``) for what
    is written; ``--dry-run`` stops here;
 5. mark the run as in progress, so an interrupted one resumes;
-6. write the selected entries in parallel (``write/worktree.py``; .gitattributes
-   first), fetching missing blobs in batches meanwhile; or, where the plan chose
+6. write the selected entries in parallel (``write/worktree.py``), converting only
+   the paths whose attributes call for it (``git/attributes.py``), fetching missing
+   blobs in batches meanwhile; or, where the plan chose
    git's writer, let git write them and the index (``write/gitwriter.py``);
 7. write the index from the writers' stat data, entries outside the cone with
    the skip-worktree bit (``write/indexout.py``);
@@ -31,7 +32,7 @@ from pcheckout.errors import DestinationError, WorktreeNotEmptyError, WriteError
 from pcheckout.git import attributes
 from pcheckout.git.config import read_config
 from pcheckout.git.pathsafety import check_entries
-from pcheckout.git.promisor import promisor_remotes
+from pcheckout.git.promisor import fetch, missing_objects, promisor_remotes
 from pcheckout.git.refs import Target, resolve_target, update_head
 from pcheckout.git.runner import Git, discover
 from pcheckout.git.sparse import load as load_sparsity
@@ -40,7 +41,7 @@ from pcheckout.options import CheckoutOptions, ExportOptions, Result
 from pcheckout.plan.planner import plan_for
 from pcheckout.write.gitwriter import write_by_git
 from pcheckout.write.indexout import settles_index, write_fresh_index
-from pcheckout.write.partial import select, write_selected
+from pcheckout.write.partial import Selection, select, write_selected
 from pcheckout.write.worktree import WriteRequest, occupants
 
 __all__ = ["IN_PROGRESS", "CheckoutOptions", "ExportOptions", "Result", "checkout"]
@@ -80,12 +81,17 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         environ=opts.environ, config=ctx.config, adapt=opts.adapt, writer=opts.writer,
         git_version=ctx.git.version,
     )
-    conversion = attributes.conversion_reasons(entries, ctx.config, ctx.repo.common_dir)
+    _fetch_attributes(ctx, entries, sel)
+    conversion = attributes.plan_conversion(
+        ctx.git, ctx.repo, ctx.config, target.tree, entries, environ=ctx.environ,
+        only=sel.wanted,
+    )
     result = Result(
         "resume" if state.resume else "checkout", len(sel.wanted), nbytes, plan, fs,
-        dry_run=opts.dry_run, conversion=conversion, skip_worktree=sel.outside,
+        dry_run=opts.dry_run, skip_worktree=sel.outside,
         fetch_blobs=len(sel.missing), warnings=sel.warnings,
     )
+    result.add_conversion(conversion)
     if opts.dry_run:
         return result
 
@@ -103,7 +109,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         return result
     outcome, fetched = write_selected(
         ctx,
-        WriteRequest(target.tree, entries, root, plan, conversion=bool(conversion),
+        WriteRequest(target.tree, entries, root, plan, conversion=conversion,
                      resume=state.resume),
         sel,
         latency_bound=bool(fs.latency_bound),
@@ -121,6 +127,19 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     result.processes = outcome.processes
     result.fetched_bytes, result.fetches = fetched.bytes, fetched.fetches
     return result
+
+
+def _fetch_attributes(ctx: Context, entries: list[Entry], sel: Selection) -> None:
+    """A partial clone's missing .gitattributes blobs, in one fetch: check-attr reads
+    them from the tree, and would fetch each one lazily (a git fetch per blob)."""
+    if not sel.remotes:
+        return
+    oids = sorted({e.oid for e in entries if attributes.is_gitattributes(e.path)
+                   and attributes.convertible(e)})
+    missing = missing_objects(ctx.git, oids) if oids else []
+    if missing:
+        fetch(ctx.git, sel.remotes, missing)
+        sel.missing.difference_update(missing)
 
 
 def _open(opts: CheckoutOptions, ui: Reporter) -> tuple[Context, Target, _State]:

@@ -9,8 +9,9 @@ that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
     ├── GitError                a git command failed / git missing or too old
     │   ├── NotARepositoryError
     │   ├── UnknownRevisionError
-    │   └── CatFileError        a cat-file worker died, lied or was truncated
-    │       └── MissingObjectError  the object is not in the repository
+    │   ├── CatFileError        a cat-file worker died, lied or was truncated
+    │   │   └── MissingObjectError  the object is not in the repository
+    │   └── FilterError         git's filters failed on a path (names the path and filter)
     ├── DestinationError        the working tree is not in a state we may write to
     │   ├── WorktreeNotEmptyError
     │   ├── LocalChangesError   a switch would overwrite local changes
@@ -97,6 +98,10 @@ class CatFileError(GitError):
         super().__init__(message, cmd=cmd, stderr=stderr)
         self.detail = message  # the message without the request and git's stderr
         self.request = ""  # the request being answered when it failed
+
+
+class FilterError(GitError):
+    """git's checkout conversion of one path failed (a filter driver, an encoding)."""
 
 
 class MissingObjectError(CatFileError):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Literal
 
 from pcheckout.fs.detect import FsInfo
+from pcheckout.git.attributes import ConversionPlan
 from pcheckout.git.catfile import Spawn
 from pcheckout.plan.policy import WorkerPlan
 
@@ -47,6 +48,7 @@ class ExportOptions:
     environ: dict[str, str] = field(default_factory=_environ)
     spawn: Spawn | None = None
     writer: str | None = None  # --writer: "pcheckout", "git", "auto"; None: not given
+    worktree_attributes: bool = False  # git archive --worktree-attributes
 
 
 @dataclass
@@ -72,6 +74,11 @@ class Result:
     fetched_bytes: int = 0  # bytes of the packs those fetches wrote
     fetches: int = 0  # git fetch processes run for them
     warnings: list[str] = field(default_factory=list)  # git's warnings (sparse patterns)
+    converted: int = 0  # paths whose conversion may change their bytes
+    conversion_reasons: dict[str, int] = field(default_factory=dict)  # reason -> paths
+    converted_by_git: int = 0  # of them, paths converted by git's filters
+    export_ignored: int = 0  # export: entries export-ignore leaves out
+    export_subst: int = 0  # export: files whose $Format:...$ placeholders are expanded
 
     def to_json(self) -> dict[str, object]:
         """The stable JSON report (docs/json.md)."""
@@ -100,4 +107,16 @@ class Result:
             "writer": self.plan.writer,
             "writer_reason": self.plan.writer_reason,
             "writer_source": self.plan.writer_source,
+            "converted": self.converted,
+            "conversion_reasons": self.conversion_reasons,
+            "converted_by_git": self.converted_by_git,
+            "export_ignored": self.export_ignored,
+            "export_subst": self.export_subst,
         }
+
+    def add_conversion(self, plan: ConversionPlan) -> None:
+        """Report ``plan``: its sources, and how many paths convert and why."""
+        self.conversion = plan.sources
+        self.converted = plan.converted
+        self.conversion_reasons = dict(sorted(plan.counts.items()))
+        self.converted_by_git = plan.by_git

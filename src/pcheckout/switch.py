@@ -418,9 +418,12 @@ def switch(
         result.fetched_bytes, result.fetches = fetched.bytes, fetched.fetches
     _delete_parallel(root_b, remove, _Threads(max(1, wplan.workers), threads.min_share))
     _remove_empty_dirs(root_b, set(remove), write_entries)
-    conversion = attributes.conversion_reasons(entries, config, repo.common_dir)
+    conversion = attributes.plan_conversion(
+        git, repo, config, target.tree, write_entries, environ=ctx.environ, tree_entries=entries
+    )
+    result.add_conversion(conversion)
     outcome = write_tree(
-        ctx, WriteRequest(target.tree, write_entries, root, wplan, conversion=bool(conversion))
+        ctx, WriteRequest(target.tree, write_entries, root, wplan, conversion=conversion)
     )
     moved = set(flip_in) | set(flip_out)
     new_entries = [e for p, e in plan.keep.items() if p not in moved]

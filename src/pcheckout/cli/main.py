@@ -91,6 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("destination", metavar="DEST")
     e.add_argument("-C", dest="directory", default=".", metavar="REPO",
                    help="the repository (default: current directory)")
+    e.add_argument("--worktree-attributes", action="store_true",
+                   help="read .gitattributes from the repository's working tree, not from "
+                   "REV's tree (as git archive --worktree-attributes)")
     e.add_argument("-j", "--workers", type=_workers, metavar="N|auto", help=workers_help)
     e.add_argument("--writer", type=_writer, metavar="pcheckout|git|auto", help=writer_help)
     e.add_argument("--no-adapt", action="store_true", help="keep the planned worker count")
@@ -240,6 +243,7 @@ def _cmd_export(args: argparse.Namespace, ui: ConsoleReporter) -> int:
         dry_run=args.dry_run,
         adapt=not args.no_adapt,
         writer=args.writer,
+        worktree_attributes=args.worktree_attributes,
     )
     return _report(args, export(opts, ui))
 

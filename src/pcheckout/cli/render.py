@@ -171,4 +171,19 @@ def plan(console: Console, r: Result) -> None:
             f"from {forked_min_entries:,} entries up on Linux"
         )
     if r.conversion:
-        console.print("content conversion on: " + "; ".join(r.conversion))
+        console.print("attributes from: " + "; ".join(r.conversion))
+        console.print(conversion_line(r))
+    if r.export_ignored or r.export_subst:
+        console.print(
+            f"export-ignore leaves out {r.export_ignored:,} entries; "
+            f"export-subst expands {r.export_subst:,} files"
+        )
+
+
+def conversion_line(r: Result) -> str:
+    """How many paths are converted and why, e.g. "converted: 43 paths (crlf 40, ident 3)"."""
+    if not r.converted:
+        return "converted: none (every blob is written as stored)"
+    why = ", ".join(f"{k} {v:,}" for k, v in r.conversion_reasons.items())
+    by_git = f"; {r.converted_by_git:,} by git's filters" if r.converted_by_git else ""
+    return f"converted: {r.converted:,} paths ({why}){by_git}"

@@ -260,6 +260,15 @@ class Conversion:
         """Filter drivers and encodings are git's to apply (cat-file --filters)."""
         return self.driver is not None or self.encoding is not None
 
+    def describe(self) -> str:
+        """What converts it, for messages: "filter 'lfs'", "working-tree-encoding 'UTF-16'"."""
+        parts = []
+        if self.driver is not None:
+            parts.append(f"filter '{self.driver}'")
+        if self.encoding is not None:
+            parts.append(f"working-tree-encoding '{self.encoding}'")
+        return ", ".join(parts) or ", ".join(self.reasons)
+
     def apply(self, data: bytes, oid: str) -> bytes:
         """The working-tree bytes of blob ``oid`` holding ``data`` (not ``by_git``).
 
@@ -472,7 +481,11 @@ class TreeAttributes:
     ``check-attr --cached`` (GIT_ATTR_INDEX).  ``index_file`` is that index
     (None on newer gits): ``cat-file --filters`` run with it and an empty work
     tree also reads the tree's attributes (attr.c: GIT_ATTR_CHECKIN falls back
-    to the index)."""
+    to the index).
+
+    ``worktree=True`` is ``git archive --worktree-attributes``: the working
+    tree's files (git's default direction), with an empty index to fall back to
+    (archive does not read the index then; check-attr would)."""
 
     def __init__(
         self,
@@ -489,11 +502,11 @@ class TreeAttributes:
         self.worktree = worktree  # archive --worktree-attributes: git's default direction
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
         self.index_file: str | None = None
-        if worktree or git.has(GIT_CHECK_ATTR_SOURCE):
+        if not worktree and git.has(GIT_CHECK_ATTR_SOURCE):
             return
         self._scratch = tempfile.TemporaryDirectory(prefix="pcheckout-attr-")
         self.index_file = os.path.join(self._scratch.name, "index")
-        attrs = [e for e in entries if is_gitattributes(e.path)]
+        attrs = [e for e in entries if is_gitattributes(e.path)] if not worktree else []
         if attrs:
             lines = b"".join(
                 b"%o %s\t%s\0" % (e.mode, e.oid.encode("ascii"), e.path) for e in attrs
@@ -502,6 +515,11 @@ class TreeAttributes:
                 "update-index", "-z", "--index-info", input=lines,
                 what="cannot build a temporary index of the tree's .gitattributes",
             )
+
+    @property
+    def scratch(self) -> str | None:
+        """A private empty directory (None on gits with ``--source``)."""
+        return None if self._scratch is None else self._scratch.name
 
     def close(self) -> None:
         if self._scratch is not None:
@@ -520,12 +538,11 @@ class TreeAttributes:
             return []
         args = ["check-attr", "--stdin", "-z"]
         env: dict[str, str] = {}
-        if self.worktree:
-            pass
-        elif self.index_file is None:
+        if self.index_file is None:
             args.append(f"--source={self.tree}")
         else:
-            args.append("--cached")
+            if not self.worktree:
+                args.append("--cached")
             env["GIT_INDEX_FILE"] = self.index_file
         runner = _attr_git(self.git, self.repo, env)
         out = runner.out(*args, *names, input=b"\0".join(paths) + b"\0",
@@ -564,6 +581,18 @@ class ConversionPlan:
     @property
     def any(self) -> bool:
         return self.converted > 0
+
+    def take(self, indexes: Sequence[int]) -> ConversionPlan:
+        """The plan for ``[entries[i] for i in indexes]`` (a write round of some entries)."""
+        per_entry = [self.per_entry[i] for i in indexes]
+        part = ConversionPlan(self.sources, per_entry)
+        for conv in per_entry:
+            if conv is not None:
+                part.converted += 1
+                part.by_git += conv.by_git
+                for r in conv.reasons:
+                    part.counts[r] = part.counts.get(r, 0) + 1
+        return part
 
 
 def convertible(e: Entry) -> bool:
@@ -607,16 +636,18 @@ def plan_conversion(
     entries: Sequence[Entry],
     *,
     environ: Mapping[str, str] | None = None,
-    skip: Sequence[bool] | None = None,
+    tree_entries: Sequence[Entry] | None = None,
+    only: Sequence[int] | None = None,
 ) -> ConversionPlan:
-    """Per-entry conversion for writing ``entries`` of ``tree`` (a checkout or a switch)."""
-    sources = conversion_sources(entries, config, repo.common_dir, environ)
+    """Per-entry conversion for writing ``entries`` of ``tree`` (a checkout, or a switch
+    writing some of ``tree_entries``: the whole tree, whose .gitattributes count);
+    ``only``: the indexes actually written (a sparse checkout's cone)."""
+    whole = entries if tree_entries is None else tree_entries
+    sources = conversion_sources(whole, config, repo.common_dir, environ)
     if not sources:
         return ConversionPlan(sources, [None] * len(entries))
-    todo = [
-        i for i, e in enumerate(entries) if convertible(e) and not (skip is not None and skip[i])
-    ]
-    with TreeAttributes(git, repo, tree, entries) as attrs:
+    todo = [i for i in (range(len(entries)) if only is None else only) if convertible(entries[i])]
+    with TreeAttributes(git, repo, tree, whole) as attrs:
         rows = attrs.lookup([entries[i].path for i in todo], CONVERT_ATTRS)
     return build_plan(sources, len(entries), dict(zip(todo, rows, strict=True)),
                       Settings.from_config(config))

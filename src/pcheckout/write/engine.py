@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from pcheckout.fs.files import Abandoned, Destination
+from pcheckout.git.attributes import Conversion
 from pcheckout.git.catfile import CatFile, Spawn
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import Entry
@@ -52,9 +53,11 @@ class EngineOptions:
     root: bytes  # destination directory, absolute
     workers: int  # threads started (the most that may ever run)
     initial_limit: int | None = None  # how many may take work at first (default: workers)
-    filters: bool = False  # cat-file --filters (attributes, eol, smudge)
+    filters: bool = False  # some entries go through cat-file --filters (drivers, encodings)
+    #: per entry: how it is converted (None: as stored); None: nothing converts
+    conversions: Sequence[Conversion | None] | None = None
     nul_requests: bool = False  # cat-file -z (git >= 2.38)
-    attr_source: str | None = None  # git --attr-source=<tree> (git >= 2.40)
+    attr_source: str | None = None  # git --attr-source=<tree> (git >= 2.41)
     symlinks: bool = True  # core.symlinks
     overwrite: bool = False  # replace what is in the way (resume, --force)
 
@@ -148,9 +151,9 @@ class Engine:
         self._live = nworkers
         if nworkers == 0:
             self._done.set()
-        filters, nul = self.opts.filters, self.opts.nul_requests
+        conversions, nul = self.opts.conversions, self.opts.nul_requests
         for i in range(nworkers):
-            worker = Worker(self, i, self.worker_stats[i], filters=filters, nul=nul)
+            worker = Worker(self, i, self.worker_stats[i], conversions=conversions, nul=nul)
             t = threading.Thread(
                 target=self._work, args=(worker,), name=f"pcheckout-w{i}", daemon=True
             )

@@ -137,7 +137,8 @@ def run(
                         git,
                         entries[a:b],
                         None if skip is None else skip[a:b],
-                        one,
+                        one if one.conversions is None
+                        else replace(one, conversions=one.conversions[a:b]),
                         spawn,
                         progress,
                         j,

@@ -146,7 +146,7 @@ def write_selected(
     fetchers = (
         FETCHERS_STAGED if staging is not None else FETCHERS_LATENCY_BOUND if latency_bound else 1
     )
-    plan = plan_fetch(entries, sel.wanted, sel.missing, conversion=req.conversion,
+    plan = plan_fetch(entries, sel.wanted, sel.missing, conversion=req.conversion.by_git > 0,
                       fetchers=fetchers)  # fmt: skip
     files = len(sel.wanted)
     nbytes = sum(max(entries[i].size, 0) for i in sel.wanted)
@@ -167,7 +167,7 @@ def write_selected(
         group = [i for i, s in enumerate(skip) if not s]
         sub = WriteRequest(
             req.tree, [entries[i] for i in group], req.root, req.plan,
-            conversion=req.conversion, resume=req.resume and first,
+            conversion=req.conversion.take(group), resume=req.resume and first,
             overwrite=req.overwrite or (req.resume and not first),
         )  # fmt: skip
         out = write_tree(round_ctx, sub)

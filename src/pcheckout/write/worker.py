@@ -19,8 +19,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from pcheckout.errors import CatFileError, MissingObjectError, PcheckoutError, quote_path
+from pcheckout.errors import (
+    CatFileError,
+    FilterError,
+    GitError,
+    MissingObjectError,
+    PcheckoutError,
+    quote_path,
+)
 from pcheckout.fs.files import Destination, unpack_stat
+from pcheckout.git.attributes import Conversion
 from pcheckout.git.catfile import REQUEST_WINDOW, SMALL_BLOB, CatFile
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
@@ -81,23 +89,33 @@ class Pool(Protocol):
 
 
 class Worker:
-    """One thread's pipeline; ``filters`` asks through ``cat-file --filters``, ``nul`` says
-    whether its requests are NUL-terminated (git >= 2.38; before, a path with a newline
-    cannot be said on a request line and is read with a one-shot ``git cat-file``)."""
+    """One thread's pipeline.  Each entry is converted as ``conversions`` says (None: no
+    entry converts): written as stored or converted in-process (ident, CRLF: see
+    ``git/attributes.py``) from the pipelined plain ``cat-file --batch``, or, for the few
+    entries git converts (filter drivers, encodings), through a ``cat-file --filters`` asked
+    one entry at a time.  ``nul`` says whether filtered requests are NUL-terminated (git >=
+    2.38; before, a path with a newline cannot be said on a request line and is read with a
+    one-shot ``git cat-file``)."""
 
     def __init__(
-        self, pool: Pool, wid: int, counts: WorkerStats, *, filters: bool, nul: bool
+        self,
+        pool: Pool,
+        wid: int,
+        counts: WorkerStats,
+        *,
+        conversions: Sequence[Conversion | None] | None = None,
+        nul: bool = False,
     ) -> None:
         self.pool = pool
         self.wid = wid
         self.counts = counts
-        self.filters = filters
-        self.one_shot_newlines = filters and not nul
+        self.conversions = conversions
+        self.one_shot_newlines = not nul
         self.entries = pool.entries
         self.stats = pool.stats
         self.dest = pool.dest
-        self.cf: CatFile | None = None  # started when first needed
-        self.plain: CatFile | None = None  # symlinks' targets, unconverted, when filtering
+        self.cf: CatFile | None = None  # plain cat-file --batch, started when first needed
+        self.plain: CatFile | None = None  # cat-file --filters, for the entries git converts
         self.pending: deque[int] = deque()  # entries asked for, not yet answered
         self.sizes: deque[int] = deque()  # their request lengths (the same after a restart)
         self.pending_bytes = 0
@@ -176,15 +194,13 @@ class Worker:
                 self.stats[i] = self.dest.write_dir(e.path)
                 self.counts.files += 1
                 continue
-            if e.mode == MODE_SYMLINK and self.filters:
-                self._write_symlink_unfiltered(i, e)
-                continue
-            if self.one_shot_newlines and b"\n" in e.path:
-                self._write_one_shot(i, e)
+            conv = self.conversions[i] if self.conversions is not None else None
+            if conv is not None and conv.by_git:
+                self._write_filtered(i, e, conv)
                 continue
             if cf is None:
-                cf = self.cf = pool.open_catfile(self.wid, filters=self.filters)
-            line = cf.request_line(e.oid, e.path)
+                cf = self.cf = pool.open_catfile(self.wid, filters=False)
+            line = cf.request_line(e.oid)
             out.append(line)
             pending.append(i)
             sizes.append(len(line))
@@ -218,9 +234,9 @@ class Worker:
         self.counts.restarts += 1
         if self.cf is not None:
             self.cf.kill()
-        cf = self.cf = self.pool.open_catfile(self.wid, filters=self.filters)
+        cf = self.cf = self.pool.open_catfile(self.wid, filters=False)
         entries = self.entries
-        lines = [cf.request_line(entries[j].oid, entries[j].path) for j in self.pending]
+        lines = [cf.request_line(entries[j].oid) for j in self.pending]
         self.pending_bytes = sum(len(x) for x in lines)
         if lines:
             # If it broke already, the next read re-raises that and counts a restart.
@@ -250,6 +266,12 @@ class Worker:
                 size = unpack_stat(packed).size  # a new file holds what was written
         elif e.mode == MODE_SYMLINK:
             packed = dest.write_symlink(e.path, cf.read_small(size))
+        elif self.conversions is not None and (conv := self.conversions[i]) is not None:
+            # ident and CRLF as git's checkout applies them; the whole blob is needed
+            # (text=auto looks at all of it), as git reads it whole too.
+            data = conv.apply(cf.read_small(size), e.oid)
+            packed = dest.write_file(e.path, e.mode, data)
+            size = len(data)
         elif size <= SMALL_BLOB:
             packed = dest.write_file(e.path, e.mode, cf.read_small(size))
         else:
@@ -259,13 +281,26 @@ class Worker:
         counts.files += 1
         counts.bytes += size
 
-    def _write_symlink_unfiltered(self, i: int, e: Entry) -> None:
-        """A symlink's target as stored (no filter applies to it), from a plain cat-file."""
-        plain = self.plain
-        if plain is None:
-            plain = self.plain = self.pool.open_catfile(self.wid, filters=False)
-        plain.send(plain.request_line(e.oid))
-        self._write(plain, i, e)
+    def _write_filtered(self, i: int, e: Entry, conv: Conversion) -> None:
+        """Entry ``i`` through git's filters, asked and answered at once (few paths: the
+        plain pipeline's order is untouched); a failure names the path and the filter,
+        and stops the run (a required filter that fails: nothing is recorded)."""
+        try:
+            if self.one_shot_newlines and b"\n" in e.path:
+                self._write_one_shot(i, e)
+                return
+            plain = self.plain
+            if plain is None:
+                plain = self.plain = self.pool.open_catfile(self.wid, filters=True)
+            plain.send(plain.request_line(e.oid, e.path))
+            self._write(plain, i, e)
+        except (CatFileError, GitError) as exc:
+            if self.pool.stopping.is_set():
+                raise Stop from None
+            raise FilterError(
+                f"git could not convert {quote_path(e.path)} ({conv.describe()})",
+                stderr=exc.stderr,
+            ) from None
 
     def _write_one_shot(self, i: int, e: Entry) -> None:
         """Filtered contents for a path with a newline, on git < 2.38."""

@@ -2,9 +2,13 @@
 checkout, a switch and an export.
 
 In order: on resume, keep what an interrupted run already wrote correctly;
-when conversion is on, write ``.gitattributes`` first (git reads them from the
-work tree); then hand the rest to the writers: forked processes where writing
-is CPU-bound, else the threaded engine, adapting its limit where the plan says.
+write the entries whose final bytes the caller gave (export-subst files); when
+git's filters convert some path and git cannot be told to read the tree's
+attributes (``--attr-source``, git >= 2.41), write ``.gitattributes`` first (git
+then reads them from the work tree); then hand the rest to the writers: forked
+processes where writing is CPU-bound, else the threaded engine, adapting its
+limit where the plan says.  Each entry is converted as ``req.conversion`` says:
+as stored, in-process (ident, CRLF) or through ``cat-file --filters``.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from __future__ import annotations
 import os
 import stat as stat_mod
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,9 +46,14 @@ class WriteRequest:
     entries: Sequence[Entry]
     root: Path
     plan: policy.WorkerPlan
-    conversion: bool  # some entry may be converted (attributes, autocrlf)
+    conversion: attributes.ConversionPlan  # how each entry is converted
     resume: bool = False  # keep what an interrupted run wrote correctly
     overwrite: bool = False  # replace what is in the way
+    contents: Mapping[int, bytes] | None = None  # entries' final bytes, written as given
+    #: git's filters read the tree's attributes (--attr-source where git has it, else
+    #: .gitattributes written first); False: the caller's git environment decides
+    #: (export: --worktree-attributes, or a temporary index of the tree's attributes)
+    tree_attributes: bool = True
 
 
 def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
@@ -55,11 +64,17 @@ def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
     pre_stats: dict[int, bytes] = {}
     kept = 0
     overwrite = req.overwrite
+    conv = req.conversion
+    git = ctx.git
     if req.resume:
-        kept = _keep_verified(ctx, root_b, entries, skip, pre_stats, req.conversion)
+        kept = _keep_verified(ctx, root_b, entries, skip, pre_stats, conv.per_entry)
         overwrite = True
-    if req.conversion:
-        _write_attributes_first(ctx, req.tree, entries, root_b, skip, pre_stats)
+    if req.contents:
+        _write_given(root_b, entries, req.contents, skip, pre_stats)
+    by_git = conv.by_git > 0
+    attr_source = req.tree if by_git and req.tree_attributes and git.has(GIT_ATTR_SOURCE) else None
+    if by_git and req.tree_attributes and attr_source is None:
+        _write_attributes_first(ctx, conv, entries, root_b, skip, pre_stats)
 
     plan = req.plan
     adapt = None
@@ -67,14 +82,14 @@ def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
     if plan.adapt:
         adapt = controller.Controller(plan.workers, minimum=1, maximum=policy.MAX_WORKERS)
         max_threads = policy.MAX_WORKERS
-    git = ctx.git
     opts = EngineOptions(
         root=root_b,
         workers=max_threads,
         initial_limit=plan.workers,
-        filters=req.conversion,
-        nul_requests=req.conversion and git.has(GIT_CATFILE_Z),
-        attr_source=req.tree if req.conversion and git.has(GIT_ATTR_SOURCE) else None,
+        filters=by_git,
+        conversions=conv.per_entry if conv.any else None,
+        nul_requests=by_git and git.has(GIT_CATFILE_Z),
+        attr_source=attr_source,
         symlinks=config_bool(ctx.config.get("core.symlinks"), True),
         overwrite=overwrite,
     )
@@ -136,18 +151,15 @@ def _finish(
 
 def _write_attributes_first(
     ctx: Context,
-    tree: str,
+    conv: attributes.ConversionPlan,
     entries: Sequence[Entry],
     root_b: bytes,
     skip: list[bool],
     pre_stats: dict[int, bytes],
 ) -> None:
-    """.gitattributes go first: cat-file --filters reads them from the work tree.
-
-    Each is written raw, then rewritten through the filters (``* text eol=crlf``
-    converts .gitattributes itself) before any worker starts, so no worker can
-    read a half-written attributes file.
-    """
+    """.gitattributes go first where git's filters read them from the work tree (git <
+    2.41, which has no ``--attr-source``): each is written converted before any worker
+    starts, so no filter process reads a half-written attributes file."""
     git = ctx.git
     todo = [
         i
@@ -169,35 +181,39 @@ def _write_attributes_first(
     finally:
         plain.close()
     for i in todo:
-        path = root_b + b"/" + entries[i].path
+        e = entries[i]
+        path = root_b + b"/" + e.path
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        _replace_file(path, raw[i], entries[i].mode)
-    filt = CatFile(
-        git,
-        filters=True,
-        nul=git.has(GIT_CATFILE_Z),
-        attr_source=tree if git.has(GIT_ATTR_SOURCE) else None,
-        spawn=ctx.spawn,
-        name="cat-file (attributes)",
-    )
-    try:
-        for i in todo:
-            e = entries[i]
-            if b"\n" in e.path and not filt.nul:
-                data = git.out("cat-file", "--filters", f"--path={os.fsdecode(e.path)}", e.oid)
-            else:
-                filt.send(filt.request_line(e.oid, e.path))
-                filt.read_header(e.oid)
-                parts: list[bytes] = []
-                filt.read_filtered(parts.append)
-                data = b"".join(parts)
-            path = root_b + b"/" + e.path
-            if data != raw[i]:
-                _replace_file(path, data, e.mode)
-            pre_stats[i] = pack_stat(os.lstat(path))
-            skip[i] = True
-    finally:
-        filt.close()
+        c = conv.per_entry[i]
+        _replace_file(path, raw[i] if c is None or c.by_git else c.apply(raw[i], e.oid), e.mode)
+    for i in todo:  # now that every attributes file is there, git's own conversions
+        e = entries[i]
+        c = conv.per_entry[i]
+        if c is not None and c.by_git:
+            data = git.out("cat-file", "--filters", f"--path={os.fsdecode(e.path)}", e.oid)
+            _replace_file(root_b + b"/" + e.path, data, e.mode)
+    for i in todo:
+        pre_stats[i] = pack_stat(os.lstat(root_b + b"/" + entries[i].path))
+        skip[i] = True
+
+
+def _write_given(
+    root_b: bytes,
+    entries: Sequence[Entry],
+    contents: Mapping[int, bytes],
+    skip: list[bool],
+    pre_stats: dict[int, bytes],
+) -> None:
+    """Entries whose final bytes the caller made (export-subst), written before the rest."""
+    for i, data in contents.items():
+        if skip[i]:
+            continue
+        e = entries[i]
+        path = root_b + b"/" + e.path
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _replace_file(path, data, e.mode)
+        pre_stats[i] = pack_stat(os.lstat(path))
+        skip[i] = True
 
 
 def _replace_file(path: bytes, data: bytes, mode: int) -> None:
@@ -220,9 +236,10 @@ def _keep_verified(
     entries: Sequence[Entry],
     skip: list[bool],
     pre_stats: dict[int, bytes],
-    conversion: bool,
+    conversions: Sequence[attributes.Conversion | None],
 ) -> int:
-    """Resume: keep entries already written correctly (content hashes to the blob)."""
+    """Resume: keep entries already written correctly (content hashes to the blob; a
+    converted file is written again)."""
     hash_name = ctx.repo.object_format
     kept = 0
     for i, e in enumerate(entries):
@@ -240,7 +257,7 @@ def _keep_verified(
             ok = stat_mod.S_ISDIR(st.st_mode)
         elif (
             stat_mod.S_ISREG(st.st_mode)
-            and not conversion
+            and conversions[i] is None
             and e.size in (-1, st.st_size)
             and bool(st.st_mode & 0o100) == (e.mode == MODE_EXEC)
         ):
