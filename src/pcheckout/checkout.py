@@ -32,7 +32,7 @@ from pcheckout.errors import DestinationError, WorktreeNotEmptyError, WriteError
 from pcheckout.git import attributes
 from pcheckout.git.config import read_config
 from pcheckout.git.pathsafety import check_entries
-from pcheckout.git.promisor import fetch, missing_objects, promisor_remotes
+from pcheckout.git.promisor import promisor_remotes
 from pcheckout.git.refs import Target, resolve_target, update_head
 from pcheckout.git.runner import Git, discover
 from pcheckout.git.sparse import load as load_sparsity
@@ -130,16 +130,8 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
 
 
 def _fetch_attributes(ctx: Context, entries: list[Entry], sel: Selection) -> None:
-    """A partial clone's missing .gitattributes blobs, in one fetch: check-attr reads
-    them from the tree, and would fetch each one lazily (a git fetch per blob)."""
-    if not sel.remotes:
-        return
-    oids = sorted({e.oid for e in entries if attributes.is_gitattributes(e.path)
-                   and attributes.convertible(e)})
-    missing = missing_objects(ctx.git, oids) if oids else []
-    if missing:
-        fetch(ctx.git, sel.remotes, missing)
-        sel.missing.difference_update(missing)
+    """check-attr must find the tree's .gitattributes local (a partial clone)."""
+    sel.missing.difference_update(attributes.fetch_attributes(ctx.git, entries, sel.remotes))
 
 
 def _open(opts: CheckoutOptions, ui: Reporter) -> tuple[Context, Target, _State]:

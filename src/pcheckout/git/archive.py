@@ -4,8 +4,11 @@
 (or, with ``--worktree-attributes``, of the working tree):
 
 * a directory is checked as ``"dir/"`` and, when ``export-ignore`` is set, its whole subtree
-  is dropped unread; a file, symlink or gitlink is checked by its own path.  Directories are
-  written only once a file inside them is, so one left empty does not appear.
+  is dropped unread; a file, symlink or gitlink is checked by its own path.  A directory is
+  written once a non-directory entry below it is *visited*, before that entry's own check
+  (``queue_or_write_archive_entry`` calls ``write_directory`` first): a directory whose
+  files are all export-ignored still appears, empty (git 2.39.5: ``git archive | tar -t``
+  lists it), one holding only ignored directories does not.
 * a regular file with ``export-subst`` set gets every ``$Format:FMT$`` replaced by
   ``format_commit_message(commit, FMT)`` after the checkout conversion (``format_subst``),
   only when REV names a commit (a tree has no placeholders to fill).  Only the first
@@ -54,6 +57,30 @@ def kept(entries: Sequence[Entry], ignore: Sequence[bool], dropped_dirs: set[byt
             if any(b"/".join(parts[:k]) in dropped_dirs for k in range(1, len(parts) + 1)):
                 continue
         out.append(i)
+    return out
+
+
+def empty_dirs(
+    entries: Sequence[Entry], kept_idx: Sequence[int], dropped_dirs: set[bytes]
+) -> list[bytes]:
+    """Directories an archive holds that no kept entry needs (their files are all
+    export-ignored), parents first."""
+
+    def ancestors(path: bytes) -> list[bytes]:
+        parts = path.split(b"/")[:-1]
+        return [b"/".join(parts[:k]) for k in range(1, len(parts) + 1)]
+
+    needed = {d for i in kept_idx for d in ancestors(entries[i].path)}
+    out: list[bytes] = []
+    seen: set[bytes] = set()
+    for e in entries:
+        dirs = ancestors(e.path)
+        if any(d in dropped_dirs for d in dirs):
+            continue
+        for d in dirs:
+            if d not in needed and d not in seen:
+                seen.add(d)
+                out.append(d)
     return out
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from pcheckout.errors import GitError
 from pcheckout.git.config import config_bool, parse_bool
+from pcheckout.git.promisor import fetch, missing_objects
 from pcheckout.git.runner import GIT_CHECK_ATTR_SOURCE, Git, Repo
 from pcheckout.git.tree import MODE_EXEC, MODE_FILE, Entry
 
@@ -468,6 +469,19 @@ def _attr_git(git: Git, repo: Repo, extra_env: Mapping[str, str]) -> Git:
     base.update({"GIT_FLUSH": "0", **extra_env})
     top = repo.work_tree if repo.work_tree is not None else repo.git_dir
     return Git(top, debug=git.debug, env=base, exe=git.exe, version=git.version)
+
+
+def fetch_attributes(git: Git, entries: Sequence[Entry], remotes: Sequence[str]) -> list[str]:
+    """A partial clone's missing .gitattributes blobs of ``entries``, in one fetch (check-attr
+    reads them from the tree and would fetch each one lazily, a git fetch per blob); the
+    ids fetched."""
+    if not remotes:
+        return []
+    oids = sorted({e.oid for e in entries if is_gitattributes(e.path) and convertible(e)})
+    missing = missing_objects(git, oids) if oids else []
+    if missing:
+        fetch(git, remotes, missing)
+    return missing
 
 
 class TreeAttributes:

@@ -165,10 +165,11 @@ def write_selected(
 
     def write_round(skip: list[bool], first: bool) -> RoundOutcome:
         group = [i for i, s in enumerate(skip) if not s]
-        sub = WriteRequest(
-            req.tree, [entries[i] for i in group], req.root, req.plan,
-            conversion=req.conversion.take(group), resume=req.resume and first,
-            overwrite=req.overwrite or (req.resume and not first),
+        given = req.contents or {}
+        sub = dataclasses.replace(
+            req, entries=[entries[i] for i in group], conversion=req.conversion.take(group),
+            contents={j: given[i] for j, i in enumerate(group) if i in given} or None,
+            resume=req.resume and first, overwrite=req.overwrite or (req.resume and not first),
         )  # fmt: skip
         out = write_tree(round_ctx, sub)
         outcomes.append(out)
