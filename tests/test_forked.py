@@ -25,7 +25,6 @@ from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, 
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import GitError, MissingObjectError, PcheckoutError, WriteError
-from pcheckout.plan import policy
 from pcheckout.write import forked
 
 
@@ -52,14 +51,8 @@ def single_threaded(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture
 def processes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Fork writers whatever this machine is: any filesystem counts as CPU-bound, there are
-    4 CPUs, and small trees are split too."""
-    monkeypatch.setattr(
-        policy,
-        "CPU_BOUND_KINDS",
-        ("tmpfs", "ssd", "hdd", "virtual", "unknown", "overlay", "fuse", "nfs", "smb", "network"),
-    )
-    monkeypatch.setattr(policy.CpuInfo, "current", classmethod(lambda cls: cls(4, 4)))
+    """Small trees are split too; the tests ask for processes (``processes=True``) whatever
+    the filesystem and the CPUs are."""
     monkeypatch.setattr(forked, "MIN_ENTRIES_PER_PROCESS", 5)
     monkeypatch.setattr(forked, "MIN_ENTRIES", 10)
 
@@ -89,7 +82,7 @@ def test_forked_checkout_matches_git(tmp_path: Path, processes: None) -> None:
     with warnings.catch_warnings(record=True) as caught:
         # Recorded, not raised: CPython drops the fork warning an "error" filter makes.
         warnings.simplefilter("always")
-        result = checkout(CheckoutOptions(directory=ours, workers=4))
+        result = checkout(CheckoutOptions(directory=ours, workers=4, processes=True))
     assert [str(w.message) for w in caught] == []
     assert result.processes and result.files == len(ODD) + 1
     assert result.plan.processes
@@ -106,7 +99,7 @@ def test_forked_switch_matches_git(tmp_path: Path, processes: None) -> None:
     theirs = clone_with_git(src, tmp_path / "theirs", rev="v1")
     git(theirs, "checkout", "-q", "main")
     ours = clone_with_git(src, tmp_path / "ours", rev="v1")
-    result = checkout(CheckoutOptions(directory=ours, rev="main", workers=2))
+    result = checkout(CheckoutOptions(directory=ours, rev="main", workers=2, processes=True))
     assert result.mode == "switch" and result.processes and result.written == 40
     assert_same_as_git(ours, theirs)
 
@@ -115,7 +108,7 @@ def test_a_crash_in_a_child_is_retried_there(tmp_path: Path, processes: None) ->
     src = make_repo(tmp_path, FILES)
     ours = clone_no_checkout(src, tmp_path / "ours")
     spawn = standin_spawn(tmp_path, "die", 4, once=True)
-    result = checkout(CheckoutOptions(directory=ours, workers=2, spawn=spawn))
+    result = checkout(CheckoutOptions(directory=ours, workers=2, spawn=spawn, processes=True))
     assert result.processes and (tmp_path / "flag-die-4").exists()
     assert no_children() == []
     assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
@@ -126,7 +119,7 @@ def test_an_error_in_a_child_reaches_the_user_as_itself(tmp_path: Path, processe
     ours = clone_no_checkout(src, tmp_path / "ours")
     spawn = standin_spawn(tmp_path, "missing", 0, once=True)
     with pytest.raises(MissingObjectError) as info:
-        checkout(CheckoutOptions(directory=ours, workers=2, spawn=spawn))
+        checkout(CheckoutOptions(directory=ours, workers=2, spawn=spawn, processes=True))
     # Whichever child asks first meets the fault: its share's first entry.
     import re
 
@@ -147,7 +140,7 @@ def test_threads_when_another_thread_runs(tmp_path: Path, processes: None) -> No
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        result = checkout(CheckoutOptions(directory=ours, workers=2))
+        result = checkout(CheckoutOptions(directory=ours, workers=2, processes=True))
     finally:
         stop.set()
         other.join()
@@ -165,7 +158,7 @@ def test_threads_beside_a_thread_python_does_not_know(tmp_path: Path, processes:
         assert threading.active_count() == 1
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = checkout(CheckoutOptions(directory=ours, workers=2))
+            result = checkout(CheckoutOptions(directory=ours, workers=2, processes=True))
     finally:
         faulthandler.cancel_dump_traceback_later()
     assert [str(w.message) for w in caught] == []

@@ -251,6 +251,15 @@ def test_cpu_bound_kinds_write_in_processes_latency_bound_in_adapting_threads() 
     assert not plan(fs("unknown", fstype="weird")).processes  # nothing known: threads
 
 
+def test_processes_or_threads_when_asked() -> None:
+    """``processes=`` overrides the filesystem and the CPU count; one worker never forks."""
+    fuse = fs("fuse", fstype="fuse.x")
+    asked = plan(fuse, entries=20_000, cpus=TWO, explicit=Explicit(4, "--workers"), processes=True)
+    assert asked.processes and not asked.adapt and asked.workers == 4
+    assert not plan(fs("tmpfs", fstype="tmpfs"), processes=False).processes
+    assert not plan(fuse, explicit=Explicit(1, "--workers"), processes=True).processes
+
+
 def test_cpu_info_agrees_with_psutil_on_this_machine() -> None:
     import os
 

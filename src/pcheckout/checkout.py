@@ -79,7 +79,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     fs, plan = plan_for(
         root, entries=len(sel.wanted), nbytes=nbytes, workers=opts.workers,
         environ=opts.environ, config=ctx.config, adapt=opts.adapt, writer=opts.writer,
-        git_version=ctx.git.version,
+        git_version=ctx.git.version, processes=opts.processes,
     )
     _fetch_attributes(ctx, entries, sel)
     conversion = attributes.plan_conversion(

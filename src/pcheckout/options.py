@@ -35,6 +35,7 @@ class CheckoutOptions:
     spawn: Spawn | None = None  # test seam: a stand-in cat-file process
     stat_threads: int | None = None  # a switch's lstat/unlink threads (None: the policy's)
     writer: str | None = None  # --writer: "pcheckout", "git", "auto"; None: not given
+    processes: bool | None = None  # engine workers forked (True) or threads (False); None: plan
 
 
 @dataclass(frozen=True)

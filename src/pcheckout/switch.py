@@ -381,7 +381,7 @@ def switch(
         root, entries=len(write_entries) + len(remove),
         nbytes=sum(max(e.size, 0) for e in write_entries), workers=opts.workers,
         environ=opts.environ, config=config, adapt=opts.adapt, fs=fs, writer=opts.writer,
-        git_version=git.version,
+        git_version=git.version, processes=opts.processes,
     )
     result = Result(
         "switch",

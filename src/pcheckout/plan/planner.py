@@ -27,11 +27,13 @@ def plan_for(
     fs: FsInfo | None = None,
     writer: str | None = None,
     git_version: tuple[int, int, int] = (0, 0, 0),
+    processes: bool | None = None,
 ) -> tuple[FsInfo, policy.WorkerPlan]:
     """The filesystem under ``root`` (detected unless given) and the plan for
     writing ``entries`` files of ``nbytes`` in all; ``workers`` is ``--workers``
     (None: not given, or ``auto``), ``writer`` is ``--writer`` (likewise), and
-    ``git_version`` the git that would write (git's writer needs 2.32+)."""
+    ``git_version`` the git that would write (git's writer needs 2.32+);
+    ``processes`` forces forked engine workers or threads."""
     explicit = policy.explicit_choice(workers, environ, config)
     chosen = policy.explicit_writer(writer, environ, config)
     if fs is None:
@@ -49,6 +51,7 @@ def plan_for(
         allow_adapt=adapt,
         writer=chosen,
         git_version=git_version,
+        processes=processes,
     )
     return fs, plan
 

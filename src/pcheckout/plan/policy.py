@@ -383,6 +383,7 @@ def choose_workers(
     allow_adapt: bool = True,
     writer: ExplicitWriter | None = None,
     git_version: tuple[int, int, int] = (0, 0, 0),
+    processes: bool | None = None,
 ) -> WorkerPlan:
     """The plan for writing ``entries`` files (``nbytes`` in total) to ``fs``: the writer, its
     worker count, and why.
@@ -396,7 +397,8 @@ def choose_workers(
     pcheckout's engine on tmpfs); elsewhere pcheckout's engine.  Its workers are processes
     where writing is CPU-bound and there is a CPU for each (one interpreter lock each); where
     calls wait, or more workers than CPUs are asked for, threads (cheap to have many of, and
-    they can adapt).
+    they can adapt).  ``processes`` True or False asks for processes or threads whatever the
+    filesystem and the CPUs (one worker is never forked).
     """
     plan = _choose(fs, cpus, entries, explicit, tuned, allow_adapt)
     chosen, why, source = _choose_writer(fs, cpus, tuned, writer, git_version)
@@ -410,7 +412,9 @@ def choose_workers(
         return replace(plan, workers=workers, reason=reason, adapt=False, processes=False,
                        writer="git", writer_reason=why, writer_source=source)
     plan = replace(plan, writer="pcheckout", writer_reason=why, writer_source=source)
-    if _kind(fs) in CPU_BOUND_KINDS and 2 <= plan.workers <= cpus.logical:
+    if processes is None:
+        processes = _kind(fs) in CPU_BOUND_KINDS and plan.workers <= cpus.logical
+    if processes and plan.workers >= 2:
         return replace(plan, processes=True, adapt=False)
     return plan
 
