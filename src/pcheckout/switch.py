@@ -45,6 +45,7 @@ from pcheckout.errors import (
     quote_paths,
 )
 from pcheckout.fs.detect import FsInfo
+from pcheckout.fs.files import full_path
 from pcheckout.git import attributes
 from pcheckout.git import index as ix
 from pcheckout.git.objects import blob_oid
@@ -213,7 +214,7 @@ def _modified(
         suspects.append(e)
     files = []
     for e in suspects:
-        full = root_b + b"/" + e.path
+        full = full_path(root_b, e.path)
         if e.mode == MODE_SYMLINK:
             if blob_oid(os.readlink(full), hash_name) != e.oid.hex():
                 dirty.add(e.path)
@@ -279,7 +280,7 @@ def _lstat_many(root_b: bytes, paths: list[bytes], t: _Threads) -> list[os.stat_
     """``lstat`` of each path under ``root_b`` (None: absent): on NFS or FUSE
     each is a round trip (measured on the 1 ms latency mount: ~400 sequential
     lstats were 0.4 s of a 1.9 s switch)."""
-    return _in_shares(lambda p: _lexists(root_b + b"/" + p), paths, t.workers, t.min_share)
+    return _in_shares(lambda p: _lexists(full_path(root_b, p)), paths, t.workers, t.min_share)
 
 
 def _stat_threads(fs: FsInfo, workers: int, explicit: int | None) -> _Threads:
@@ -566,7 +567,7 @@ def _look_up(
 
 def _untracked_below(root_b: bytes, d: bytes, tracked: set[bytes]) -> list[bytes]:
     found: list[bytes] = []
-    for dirpath, dirnames, filenames in os.walk(root_b + b"/" + d):
+    for dirpath, dirnames, filenames in os.walk(full_path(root_b, d)):
         rel = os.path.relpath(dirpath, root_b)
         for name in filenames + [n for n in dirnames if os.path.islink(os.path.join(dirpath, n))]:
             p = os.path.join(rel, name)
@@ -579,7 +580,7 @@ def _delete_parallel(root_b: bytes, paths: list[bytes], threads: _Threads) -> No
     """Unlink ``paths`` (a gitlink's directory only if empty), in parallel."""
 
     def rm(p: bytes) -> None:
-        full = root_b + b"/" + p
+        full = full_path(root_b, p)
         try:
             st = os.lstat(full)
         except FileNotFoundError:
@@ -615,5 +616,5 @@ def _remove_empty_dirs(root_b: bytes, deleted: set[bytes], written: list[Entry])
     for d in sorted(candidates - needed, key=lambda x: x.count(b"/"), reverse=True):
         # not empty (untracked files) or already gone: keep it, as git does
         with contextlib.suppress(OSError):
-            os.rmdir(root_b + b"/" + d)
+            os.rmdir(full_path(root_b, d))
 

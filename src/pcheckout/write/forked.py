@@ -322,8 +322,10 @@ def _picklable(value: object) -> bool:
 
 
 def _unpickle_error(data: bytes) -> PcheckoutError:
-    cls, message, state = pickle.loads(data)  # noqa: S301 - our own child wrote it
+    loaded: tuple[type[PcheckoutError], str, dict[str, object]]
+    loaded = pickle.loads(data)  # noqa: S301 - our own child wrote it (_pickle_error)
+    cls, message, state = loaded
     exc = cls.__new__(cls)
     Exception.__init__(exc, message)
     exc.__dict__.update(state)
-    return exc  # type: ignore[no-any-return]
+    return exc

@@ -23,7 +23,7 @@ from pathlib import Path
 from pcheckout.context import Context
 from pcheckout.errors import DestinationError, Interrupted
 from pcheckout.fdio import write_all
-from pcheckout.fs.files import pack_stat
+from pcheckout.fs.files import full_path, pack_stat
 from pcheckout.git import attributes
 from pcheckout.git.catfile import CatFile
 from pcheckout.git.config import config_bool
@@ -182,7 +182,7 @@ def _write_attributes_first(
         plain.close()
     for i in todo:
         e = entries[i]
-        path = root_b + b"/" + e.path
+        path = full_path(root_b, e.path)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         c = conv.per_entry[i]
         _replace_file(path, raw[i] if c is None or c.by_git else c.apply(raw[i], e.oid), e.mode)
@@ -191,9 +191,9 @@ def _write_attributes_first(
         c = conv.per_entry[i]
         if c is not None and c.by_git:
             data = git.out("cat-file", "--filters", f"--path={os.fsdecode(e.path)}", e.oid)
-            _replace_file(root_b + b"/" + e.path, data, e.mode)
+            _replace_file(full_path(root_b, e.path), data, e.mode)
     for i in todo:
-        pre_stats[i] = pack_stat(os.lstat(root_b + b"/" + entries[i].path))
+        pre_stats[i] = pack_stat(os.lstat(full_path(root_b, entries[i].path)))
         skip[i] = True
 
 
@@ -209,7 +209,7 @@ def _write_given(
         if skip[i]:
             continue
         e = entries[i]
-        path = root_b + b"/" + e.path
+        path = full_path(root_b, e.path)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         _replace_file(path, data, e.mode)
         pre_stats[i] = pack_stat(os.lstat(path))
@@ -245,7 +245,7 @@ def _keep_verified(
     for i, e in enumerate(entries):
         if skip[i]:
             continue
-        path = root_b + b"/" + e.path
+        path = full_path(root_b, e.path)
         try:
             st = os.lstat(path)
         except OSError:
