@@ -271,3 +271,18 @@ def test_git_refusal_reaches_the_user_as_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1 and lines[0].startswith("pcheckout: error: git checkout refused: ")
     assert "Your local changes to the following files would be overwritten" in lines[0]
     assert (ours / "change.txt").read_bytes() == b"my work\n"
+
+
+def test_blobless_checkout_by_git_matches_git(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, MANY)
+    git(src, "config", "uploadpack.allowFilter", "true")
+    for name in ("theirs", "ours"):
+        git(tmp_path, "clone", "-q", "--no-checkout", "--filter=blob:none", src.as_uri(), name)
+        git(tmp_path / name, "sparse-checkout", "set", "--cone", "d1", "d3")
+    theirs, ours = tmp_path / "theirs", tmp_path / "ours"
+    git(theirs, "checkout", "-q", "-f", "HEAD")
+    result = checkout(CheckoutOptions(directory=ours, writer="git"))
+    assert result.plan.writer == "git" and result.files == len(MANY) // 2
+    assert snapshot(ours) == snapshot(theirs)
+    assert git(ours, "ls-files", "-s", "-t") == git(theirs, "ls-files", "-s", "-t")
+    assert git(ours, "status", "--porcelain") == b""

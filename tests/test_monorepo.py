@@ -71,7 +71,7 @@ CONE_SETS = [["docs"], ["src/lib", "x/y"], ["bulk/d3", "docs/sub"], []]
 @pytest.mark.parametrize("dirs", CONE_SETS, ids=lambda d: " ".join(d) or "toplevel")
 @pytest.mark.parametrize("sparse_index", [False, True])
 def test_cone_checkout_writes_only_the_cone(
-    tmp_path: Path, dirs: list[str], sparse_index: bool
+    tmp_path: Path, dirs: list[str], sparse_index: bool, writer: str
 ) -> None:
     _src, ours, theirs = _pair(tmp_path)
     for w in (ours, theirs):
@@ -90,7 +90,7 @@ NON_CONE_SETS = [["*.md"], ["/src/", "!/src/lib/t/"], ["*", "!bulk/"], ["x/y", "
 
 
 @pytest.mark.parametrize("patterns", NON_CONE_SETS, ids=lambda p: " ".join(p))
-def test_non_cone_checkout_matches_git(tmp_path: Path, patterns: list[str]) -> None:
+def test_non_cone_checkout_matches_git(tmp_path: Path, patterns: list[str], writer: str) -> None:
     _src, ours, theirs = _pair(tmp_path)
     for w in (ours, theirs):
         git_sparse_set(w, patterns, cone=False)
@@ -182,7 +182,7 @@ def _two_commits(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("sparse_index", [False, True])
 @pytest.mark.parametrize(("start", "to"), [("main", "next"), ("next", "main")])
 def test_switch_across_the_cone_edge_matches_git(
-    tmp_path: Path, sparse_index: bool, start: str, to: str
+    tmp_path: Path, sparse_index: bool, start: str, to: str, writer: str
 ) -> None:
     src = _two_commits(tmp_path)
     for name in ("ours", "theirs"):
@@ -196,8 +196,9 @@ def test_switch_across_the_cone_edge_matches_git(
     result = _checkout(ours, to)
     git(theirs, "checkout", "-q", to)
     assert_same_as_git_sparse(ours, theirs)
-    assert result.mode == "switch"
-    assert result.skip_worktree == sum(skip_flags(ours).values())
+    assert result.mode == "switch" and result.plan.writer == writer
+    if writer == "pcheckout":  # git's checkout does not say
+        assert result.skip_worktree == sum(skip_flags(ours).values())
 
 
 def test_switch_refuses_local_changes_in_the_cone_only(tmp_path: Path) -> None:
@@ -214,7 +215,7 @@ def test_switch_refuses_local_changes_in_the_cone_only(tmp_path: Path) -> None:
     assert "bulk" not in str(info.value)
 
 
-def test_patterns_changed_by_hand_move_entries_as_git_does(tmp_path: Path) -> None:
+def test_patterns_changed_by_hand_move_entries_as_git_does(tmp_path: Path, writer: str) -> None:
     src = _two_commits(tmp_path)
     for name in ("ours", "theirs"):
         git(tmp_path, "clone", "-q", str(src), name)
@@ -270,10 +271,10 @@ def test_staged_fetch_leaves_the_packs_git_would(
     """Where the destination is latency-bound the fetches write into a local staging
     directory and the packs are moved in afterwards: same files, index and status as
     git, and the blobs are in the repository itself."""
-    from pcheckout import checkout as checkout_mod
+    from pcheckout.write import partial as partial_mod  # checkout imports it when writing
 
-    real = checkout_mod.write_selected
-    monkeypatch.setattr(checkout_mod, "write_selected",
+    real = partial_mod.write_selected
+    monkeypatch.setattr(partial_mod, "write_selected",
                         lambda *a, **k: real(*a, **{**k, "latency_bound": True}))  # fmt: skip
     server, ours, theirs = _pair(tmp_path, blobless=True)
     if server_gone:

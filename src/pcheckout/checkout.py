@@ -25,24 +25,27 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pcheckout import switch
 from pcheckout.context import Context, NullReporter, Reporter, both, concurrently
 from pcheckout.errors import DestinationError, WorktreeNotEmptyError, WriteError, quote_paths
+from pcheckout.fs.listing import occupants
 from pcheckout.git import attributes
-from pcheckout.git.config import read_config
+from pcheckout.git.config import config_bool, read_config
 from pcheckout.git.pathsafety import check_entries
 from pcheckout.git.promisor import promisor_remotes
 from pcheckout.git.refs import Target, resolve_target, update_head
 from pcheckout.git.runner import Git, discover
-from pcheckout.git.sparse import load as load_sparsity
 from pcheckout.git.tree import Entry, list_tree
 from pcheckout.options import CheckoutOptions, ExportOptions, Result
 from pcheckout.plan.planner import plan_for
+from pcheckout.plan.policy import WorkerPlan
 from pcheckout.write.gitwriter import write_by_git
-from pcheckout.write.indexout import settles_index, write_fresh_index
-from pcheckout.write.partial import Selection, select, write_selected
-from pcheckout.write.worktree import WriteRequest, occupants
+
+if TYPE_CHECKING:
+    from pcheckout.fs.detect import FsInfo
+    from pcheckout.git.sparse import Sparsity
+    from pcheckout.write.partial import Selection
 
 __all__ = ["IN_PROGRESS", "CheckoutOptions", "ExportOptions", "Result", "checkout"]
 
@@ -67,30 +70,46 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     entries, head_entries = _list(ctx, target, state, sizes)
     check_entries(entries, ctx.config)
     if state.switching:
+        # Imported here, as are the engine's modules below: where git's writer runs they are
+        # never used, and importing them cost ~25 ms of CPU before git's writer could start
+        # (docs/benchmarks.md, start-up).
+        from pcheckout import switch
+
         return switch.switch(ctx, opts, target, entries, head_entries)
     root = _work_tree(ctx)
     if state.occupied and not state.resume:
         raise WorktreeNotEmptyError(
             f"working tree {root} is not empty and has no index: " + quote_paths(state.occupied)
         )
-    sparsity = load_sparsity(ctx.git, ctx.config)
-    sel = select(ctx, entries, sparsity)
-    nbytes = sum(max(entries[i].size, 0) for i in sel.wanted)
+    sel = _select(ctx, entries)
+    wanted = range(len(entries)) if sel is None else sel.wanted
+    nbytes = sum(max(entries[i].size, 0) for i in wanted)
     fs, plan = plan_for(
-        root, entries=len(sel.wanted), nbytes=nbytes, workers=opts.workers,
+        root, entries=len(wanted), nbytes=nbytes, workers=opts.workers,
         environ=opts.environ, config=ctx.config, adapt=opts.adapt, writer=opts.writer,
         git_version=ctx.git.version, processes=opts.processes,
     )
-    _fetch_attributes(ctx, entries, sel)
-    conversion = attributes.plan_conversion(
-        ctx.git, ctx.repo, ctx.config, target.tree, entries, environ=ctx.environ,
-        only=sel.wanted,
-    )
+    if plan.writer == "git" and not opts.dry_run:
+        # git converts as it writes: only where attributes could come from is reported
+        # (the per-path lookup is a check-attr process over every path, for the engine).
+        sources = attributes.conversion_sources(entries, ctx.config, ctx.repo.common_dir,
+                                                ctx.environ)
+        conversion = attributes.ConversionPlan(sources, [])
+    else:
+        if sel is not None:
+            _fetch_attributes(ctx, entries, sel)
+        conversion = attributes.plan_conversion(
+            ctx.git, ctx.repo, ctx.config, target.tree, entries, environ=ctx.environ,
+            only=None if sel is None else sel.wanted,
+        )
     result = Result(
-        "resume" if state.resume else "checkout", len(sel.wanted), nbytes, plan, fs,
-        dry_run=opts.dry_run, skip_worktree=sel.outside,
-        fetch_blobs=len(sel.missing), warnings=sel.warnings,
+        "resume" if state.resume else "checkout", len(wanted), nbytes, plan, fs,
+        dry_run=opts.dry_run,
     )
+    if sel is not None:
+        result.skip_worktree = sel.outside
+        result.fetch_blobs = len(sel.missing)
+        result.warnings = sel.warnings
     result.add_conversion(conversion)
     if opts.dry_run:
         return result
@@ -105,8 +124,35 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         marker.unlink(missing_ok=True)
         result.seconds = time.monotonic() - t0
         result.bytes = -1  # not counted: git does not say, and reading its index costs
-        result.written = done.updated if done.updated >= 0 else len(entries)
+        result.written = done.updated if done.updated >= 0 else len(wanted)
         return result
+    return _write_by_engine(ctx, opts, target, state, entries, sel, conversion, plan, fs,
+                            result, t0)
+
+
+def _write_by_engine(
+    ctx: Context,
+    opts: CheckoutOptions,
+    target: Target,
+    state: _State,
+    entries: list[Entry],
+    sel: Selection | None,
+    conversion: attributes.ConversionPlan,
+    plan: WorkerPlan,
+    fs: FsInfo,
+    result: Result,
+    t0: float,
+) -> Result:
+    """Steps 6-8 with pcheckout's engine: the entries, the index from their stat data, HEAD."""
+    # The engine's modules: imported only where they write (see the switch import above).
+    from pcheckout.write.indexout import settles_index, write_fresh_index
+    from pcheckout.write.partial import select, write_selected
+    from pcheckout.write.worktree import WriteRequest
+
+    root = _work_tree(ctx)
+    if sel is None:
+        sel = select(ctx, entries, None)
+    marker = ctx.repo.git_dir / IN_PROGRESS
     outcome, fetched = write_selected(
         ctx,
         WriteRequest(target.tree, entries, root, plan, conversion=conversion,
@@ -127,6 +173,20 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     result.processes = outcome.processes
     result.fetched_bytes, result.fetches = fetched.bytes, fetched.fetches
     return result
+
+
+def _select(ctx: Context, entries: list[Entry]) -> Selection | None:
+    """Step 3: what is written.  None: everything, and every blob is here (no sparse
+    checkout, no promisor remote); only then are git.sparse and write.partial (with the
+    engine they import) not imported at all (see the switch import above)."""
+    sparse = config_bool(ctx.config.get("core.sparsecheckout"), False)
+    if not sparse and not promisor_remotes(ctx.config):
+        return None
+    from pcheckout.git.sparse import load as load_sparsity
+    from pcheckout.write.partial import select
+
+    sparsity: Sparsity | None = load_sparsity(ctx.git, ctx.config) if sparse else None
+    return select(ctx, entries, sparsity)
 
 
 def _fetch_attributes(ctx: Context, entries: list[Entry], sel: Selection) -> None:

@@ -15,10 +15,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
-from pcheckout.git.catfile import Spawn
 from pcheckout.git.runner import Git, Repo
+
+if TYPE_CHECKING:  # catfile (and its imports) only where a writer runs
+    from pcheckout.git.catfile import Spawn
 
 T = TypeVar("T")
 A = TypeVar("A")

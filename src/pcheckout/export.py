@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pcheckout.context import Context, NullReporter, Reporter
 from pcheckout.errors import DestinationError, WorktreeNotEmptyError, quote_paths
+from pcheckout.fs.listing import occupants
 from pcheckout.git import archive, attributes
 from pcheckout.git.catfile import CatFile, Spawn
 from pcheckout.git.config import read_config
@@ -36,7 +37,7 @@ from pcheckout.options import ExportOptions, Result
 from pcheckout.plan.planner import plan_for
 from pcheckout.write.gitwriter import export_by_git
 from pcheckout.write.partial import select, write_selected
-from pcheckout.write.worktree import WriteRequest, occupants
+from pcheckout.write.worktree import WriteRequest
 
 __all__ = ["ExportOptions", "export"]
 

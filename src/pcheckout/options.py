@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pcheckout.fs.detect import FsInfo
 from pcheckout.git.attributes import ConversionPlan
-from pcheckout.git.catfile import Spawn
 from pcheckout.plan.policy import WorkerPlan
+
+if TYPE_CHECKING:  # catfile (and its imports) only where a writer runs
+    from pcheckout.git.catfile import Spawn
 
 Mode = Literal["checkout", "resume", "switch", "export"]
 

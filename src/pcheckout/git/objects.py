@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 from pcheckout.errors import GitError, UnknownRevisionError, decode
@@ -26,6 +25,8 @@ HASH_CHUNK = 1024 * 1024
 
 def blob_oid(data: bytes, hash_name: str) -> str:
     """The object id git gives ``data`` as a blob (``git hash-object --no-filters``)."""
+    import hashlib  # here: OpenSSL's load costs ~3 ms of a start-up that rarely hashes
+
     h = hashlib.new(hash_name, b"blob %d\0" % len(data))
     h.update(data)
     return h.hexdigest()
@@ -33,6 +34,8 @@ def blob_oid(data: bytes, hash_name: str) -> str:
 
 def file_blob_oid(path: bytes, size: int, hash_name: str) -> str:
     """``blob_oid`` of the ``size``-byte file at ``path``, read in bounded pieces."""
+    import hashlib  # see blob_oid
+
     h = hashlib.new(hash_name, b"blob %d\0" % size)
     with open(path, "rb") as f:
         while chunk := f.read(HASH_CHUNK):

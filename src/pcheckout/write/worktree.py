@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pcheckout.context import Context
-from pcheckout.errors import DestinationError, Interrupted
+from pcheckout.errors import Interrupted
 from pcheckout.fdio import write_all
 from pcheckout.fs.files import full_path, pack_stat
 from pcheckout.git import attributes
@@ -267,15 +267,3 @@ def _keep_verified(
             skip[i] = True
             kept += 1
     return kept
-
-
-def occupants(root: Path, *, ignore_git: bool = True) -> list[bytes]:
-    """What is in ``root`` besides .git (sorted, a few are enough to name)."""
-    try:
-        with os.scandir(os.fsencode(root)) as it:
-            names = sorted(e.name for e in it if not (ignore_git and e.name == b".git"))
-    except FileNotFoundError:
-        return []
-    except OSError as exc:
-        raise DestinationError(f"cannot read {root}: {exc.strerror}") from None
-    return names
