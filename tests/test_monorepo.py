@@ -329,3 +329,23 @@ def test_server_gone_mid_prefetch_then_a_rerun_resumes(
     assert result.mode == "resume" and result.kept == len(written)
     git(theirs, "checkout", "-q", "main")
     assert_same_as_git_sparse(ours, theirs)
+
+
+def test_blobless_sparse_checkout_and_switch_by_either_writer(tmp_path: Path, writer: str) -> None:
+    """git's writer (read-tree -u, git checkout) honours the cone and prefetches itself;
+    pcheckout's engine does it here: both end as git's own checkout and switch."""
+    src = _two_commits(tmp_path)
+    server = serve(src)
+    for name in ("ours", "theirs"):
+        w = blobless_clone(server, tmp_path / name)
+        git(w, "sparse-checkout", "set", "--cone", "docs")
+        git(w, "branch", "-q", "next", "origin/next")
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    first = _checkout(ours)
+    git(theirs, "checkout", "-q", "main")
+    assert_same_as_git_sparse(ours, theirs)
+    assert first.fetch_blobs == first.files
+    _checkout(ours, "next")
+    git(theirs, "checkout", "-q", "next")
+    assert_same_as_git_sparse(ours, theirs)
+    assert local_blob_count(ours) == local_blob_count(theirs)

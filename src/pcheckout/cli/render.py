@@ -128,9 +128,11 @@ def summary(r: Result) -> str:
         f"with {plan.workers} worker{'s' if plan.workers != 1 else ''}"
         f"{' (processes)' if r.processes else ''} ({plan.source})"
     ]
-    if r.fetch_blobs:
+    if r.fetch_blobs and r.fetches:
         parts.append(f"fetched {r.fetch_blobs:,} blobs ({human_bytes(r.fetched_bytes)}) "
                      f"in {r.fetches} fetch{'es' if r.fetches != 1 else ''}")
+    elif r.fetch_blobs:  # git's writer prefetches them itself, in one batch
+        parts.append(f"{r.fetch_blobs:,} missing blobs fetched by git")
     if r.skip_worktree:
         parts.append(f"{r.skip_worktree:,} outside the sparse checkout")
     if r.kept:
@@ -158,8 +160,8 @@ def plan(console: Console, r: Result) -> None:
         + (f"; {r.skip_worktree:,} outside the sparse checkout" if r.skip_worktree else "")
     )
     if r.fetch_blobs:
-        console.print(f"would fetch {r.fetch_blobs:,} missing blobs from the promisor remote "
-                      "in batches while writing")
+        how = "in one batch (git's writer)" if plan.writer == "git" else "in batches while writing"
+        console.print(f"would fetch {r.fetch_blobs:,} missing blobs from the promisor remote {how}")
     console.print(f"writer: {plan.writer} ({plan.writer_source}) — {plan.writer_reason}")
     count = "checkout.workers for git" if plan.writer == "git" else "workers"
     console.print(f"{count}: {plan.workers} ({plan.source}) — {plan.reason}")
