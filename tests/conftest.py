@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import shutil
+import signal
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +31,29 @@ def _isolated_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.
     monkeypatch.delenv("GIT_DIR", raising=False)
     monkeypatch.delenv("GIT_WORK_TREE", raising=False)
     monkeypatch.delenv("GIT_INDEX_FILE", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def single_threaded(request: pytest.FixtureRequest) -> Iterator[None]:
+    """No watchdog thread, in every test: writers fork only while no other thread runs,
+    and pytest's ``faulthandler_timeout`` keeps one (a C thread) beside every test, so
+    the suite would never see the forked writers outside test_forked.py.  The same dump
+    of every thread's traceback on a hang comes from SIGALRM instead (a fork does not
+    inherit the alarm)."""
+    timeout = float(request.config.getini("faulthandler_timeout") or 0)
+    faulthandler.cancel_dump_traceback_later()
+    deadline = time.monotonic() + 10.0  # the watchdog exits at once; a bound only
+    while len(os.listdir("/proc/self/task")) > 1 and time.monotonic() < deadline:
+        time.sleep(0.002)  # the watchdog exits shortly after its cancel
+    if timeout:
+        faulthandler.register(signal.SIGALRM)
+        signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        yield
+    finally:
+        if timeout:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            faulthandler.unregister(signal.SIGALRM)
 
 
 @pytest.fixture(params=["pcheckout", "git"])

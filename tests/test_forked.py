@@ -9,7 +9,6 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,27 +25,6 @@ from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import GitError, MissingObjectError, PcheckoutError, WriteError
 from pcheckout.write import forked
-
-
-@pytest.fixture(autouse=True)
-def single_threaded(request: pytest.FixtureRequest) -> Iterator[None]:
-    """No watchdog thread: writers fork only while no other thread runs, and pytest's
-    ``faulthandler_timeout`` keeps one in every test.  The same dump of every thread's
-    traceback on a hang comes from SIGALRM instead (a fork does not inherit the alarm)."""
-    timeout = float(request.config.getini("faulthandler_timeout") or 0)
-    faulthandler.cancel_dump_traceback_later()
-    deadline = time.monotonic() + HANG_S
-    while len(os.listdir("/proc/self/task")) > 1 and time.monotonic() < deadline:
-        time.sleep(0.002)  # the watchdog exits shortly after its cancel
-    if timeout:
-        faulthandler.register(signal.SIGALRM)
-        signal.setitimer(signal.ITIMER_REAL, timeout)
-    try:
-        yield
-    finally:
-        if timeout:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            faulthandler.unregister(signal.SIGALRM)
 
 
 @pytest.fixture

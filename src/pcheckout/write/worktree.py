@@ -99,8 +99,12 @@ def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
     def start_ui() -> None:
         ui.start(len(remaining), sum(max(entries[i].size, 0) for i in remaining), plan.workers)
 
-    if plan.processes and adapt is None and forked.available() and (
-        len(remaining) >= forked.MIN_ENTRIES
+    # the size first: available() may wait a moment for exiting threads
+    if (
+        plan.processes
+        and adapt is None
+        and len(remaining) >= forked.MIN_ENTRIES
+        and forked.available()
     ):
         try:
             outcome = forked.run(
