@@ -7,6 +7,7 @@ that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
     PcheckoutError
     ├── UsageError              bad command line (exit 2)
     ├── GitError                a git command failed / git missing or too old
+    │   ├── GitCloneError       git clone failed (it said why; exit with its code)
     │   ├── NotARepositoryError
     │   ├── UnknownRevisionError
     │   ├── CatFileError        a cat-file worker died, lied or was truncated
@@ -182,3 +183,12 @@ class Interrupted(PcheckoutError):
         super().__init__(f"interrupted by {name}" + (f"; {hint}" if hint else ""))
         self.signum = signum
         self.exit_code = 128 + signum
+
+
+class GitCloneError(GitError):
+    """``git clone`` failed and has said why on stderr already: ``str()`` is
+    empty (nothing more to print) and the exit code is git's own (128)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

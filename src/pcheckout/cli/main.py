@@ -26,6 +26,7 @@ from pcheckout.plan import policy
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
+    from pcheckout.clone import CloneResult, SubmoduleResult
     from pcheckout.fs.detect import FsInfo
     from pcheckout.options import Result
 
@@ -107,6 +108,9 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--mountinfo", metavar="FILE",
                    help="classify from a mount table captured elsewhere (a mountinfo file)")
 
+    sub.add_parser("clone", help="git clone, then the parallel checkout (see 'clone --help')",
+                   add_help=False)
+
     t = sub.add_parser("tune", parents=[common], help="measure the best worker count for "
                        "the filesystem holding PATH and remember it")
     t.add_argument("path", nargs="?", default=".", metavar="PATH")
@@ -144,6 +148,10 @@ class ConsoleReporter:
     def debug(self, message: str) -> None:
         if self.debug_on:
             print(f"[debug] {message}", file=sys.stderr, flush=True)
+
+    def note(self, message: str) -> None:
+        if not self.quiet:
+            print(message, file=sys.stderr, flush=True)
 
     def _bars(self) -> Progress:
         """The progress display (made on first use): a fetch line, then the writes."""
@@ -367,6 +375,86 @@ def _tune_git_config(args: argparse.Namespace, fs: FsInfo) -> int:
     return 0
 
 
+CLONE_HELP = f"""\
+usage: {PROG} clone [git clone options] [--workers N|auto] [--no-adapt] [--json] [--debug]
+                       [--] URL [DIR]
+
+Clone a repository as 'git clone' does, with the checkout written in parallel:
+runs 'git clone --no-checkout' with every git clone option given, then checks
+out what git clone would have (the remote HEAD or --branch, the sparse cone of
+--sparse), and with --recurse-submodules clones and checks out the submodules
+side by side. The result is git clone's: files, index, HEAD, refs, config,
+reflog, .git/shallow. --no-checkout, --bare and --mirror write no files, as in
+git. DIR defaults to the name git clone guesses from URL.
+
+pcheckout's own options (never passed to git):
+  --workers N|auto  worker count of the checkout (default: auto, as 'checkout')
+  --no-adapt        keep the planned worker count for the whole checkout
+  --json            one JSON object on stdout (docs/json.md); git's messages
+                    stay on stderr
+  --debug           print each command run, and a traceback on errors
+  -h, --help        this help
+
+Every other option is git clone's and means what it means there, among them:
+  -j, --jobs N      git clone's: submodules cloned at once (NOT the checkout's
+                    workers: use --workers)
+  -n, --no-checkout, --bare, --mirror, -b/--branch, --depth, --shallow-since,
+  --single-branch, --filter, --sparse, -o/--origin, -c/--config key=value,
+  --reference, --dissociate, --shared, --template, --separate-git-dir,
+  --recurse-submodules, -q/--quiet, --progress, ...
+
+Exit codes: git clone's own failures exit with git's code (128) after git's
+message; 1 for a failed checkout (the clone is then complete: 'pcheckout
+checkout -C DIR' finishes it), 2 usage, 130/143 interrupted.
+"""
+
+
+def _cmd_clone(words: Sequence[str], quiet: bool, debug: bool) -> int:
+    from pcheckout import clone
+
+    args = clone.parse_args(words)
+    if args.help:
+        print(CLONE_HELP, end="")
+        return 0
+    workers = _workers(args.workers) if args.workers is not None else None
+    quiet = quiet or args.quiet
+    ui = ConsoleReporter(quiet=quiet or args.json, debug=debug or args.debug)
+    if args.jobs is not None and not args.recurse_submodules and args.workers is None:
+        ui.note(f"{PROG}: note: -j/--jobs is git clone's count of submodules cloned at once; "
+                "the checkout's worker count is --workers")
+    result = clone.clone(clone.CloneOptions(args, workers=workers), ui)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    elif not quiet:
+        print(_clone_summary(result))
+    return 0
+
+
+def _clone_summary(r: CloneResult) -> str:
+    parts = [f"cloned into '{r.directory}' in {r.clone_seconds:.2f} s"]
+    skipped = {"no-checkout": "no checkout (--no-checkout)", "bare": "bare: no checkout",
+               "mirror": "mirror: no checkout", "empty": "empty repository: no checkout"}
+    if r.checkout is not None:
+        parts.append(_summary(r.checkout))
+    elif r.skipped is not None:
+        parts.append(skipped.get(r.skipped, r.skipped))
+    if r.submodules:
+        parts.append(f"{_count_submodules(r.submodules)} submodules")
+    return "; ".join(parts)
+
+
+def _count_submodules(subs: Sequence[SubmoduleResult]) -> int:
+    return sum(1 + _count_submodules(s.submodules) for s in subs)
+
+
+def _command_index(argv: Sequence[str]) -> int | None:
+    """Where the command word is: the first word that is not an option."""
+    for k, word in enumerate(argv):
+        if not word.startswith("-"):
+            return k
+    return None
+
+
 COMMANDS = {
     "checkout": _cmd_checkout,
     "export": _cmd_export,
@@ -383,9 +471,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
+        k = _command_index(argv)
+        if k is not None and argv[k] == "clone":
+            # git clone's options cannot be declared to argparse faithfully
+            # (abbreviations, bundles, options after URL): clone parses its own.
+            top = _parser().parse_args(argv[:k])
+            if hasattr(signal, "SIGTERM"):
+                signal.signal(signal.SIGTERM, _on_sigterm)
+            return _cmd_clone(argv[k + 1:], top.quiet, top.debug)
         args = _parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("a command is required: checkout, export, detect or tune "
+            raise UsageError("a command is required: clone, checkout, export, detect or tune "
                              f"(see '{PROG} --help')")
         ui = ConsoleReporter(quiet=args.quiet, debug=args.debug)
         if hasattr(signal, "SIGTERM"):
@@ -396,7 +492,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             import traceback  # only with --debug
 
             traceback.print_exc()
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        if str(exc):  # empty: git has said why already (GitCloneError)
+            print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         if debug:

@@ -1,0 +1,112 @@
+"""Helpers for the clone tests: a file:// server and a comparison of whole clones."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from helpers import assert_same_as_git, git, make_repo, run_cli, write_tree_files
+
+#: file:// submodules need this since git 2.38.1 (protocol.file.allow=user by
+#: default); given to git and pcheckout alike through the environment.
+ALLOW_FILE = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow",
+              "GIT_CONFIG_VALUE_0": "always"}
+
+
+def make_server(tmp_path: Path, name: str = "server.git", *, prefix: str = "") -> Path:
+    """A bare repository with three commits on main, a branch, an annotated and
+    a light tag, nested directories, an executable and a symlink; filters
+    allowed (uploadpack.allowFilter) for --filter clones."""
+    work = make_repo(tmp_path, {
+        f"{prefix}README".encode(): b"one\n",
+        b"src/a.c": b"int a;\n",
+        b"src/deep/b.c": b"int b;\n",
+        b"docs/x.md": b"# x\n",
+        b"bin/run": ("x", b"#!/bin/sh\n"),
+        b"link": ("l", b"src/a.c"),
+    }, name=name.removesuffix(".git") + "-work")
+    git(work, "tag", "-a", "-m", "first", "v1")
+    write_tree_files(work, {b"src/c.c": b"int c;\n", b"docs/y.md": b"# y\n"})
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "two")
+    git(work, "tag", "v2")
+    git(work, "branch", "release")
+    write_tree_files(work, {b"src/a.c": b"int a = 3;\n", b"top": b"t\n"})
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "three")
+    server = tmp_path / name
+    git(tmp_path, "clone", "-q", "--bare", str(work), str(server))
+    git(server, "config", "uploadpack.allowFilter", "true")
+    return server
+
+
+def url(path: Path) -> str:
+    return "file://" + str(path)
+
+
+def git_clone(cwd: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    """git clone itself, the reference."""
+    import subprocess
+
+    full = dict(os.environ)
+    full.update(env or {})
+    proc = subprocess.run(["git", "clone", "-q", *args], cwd=cwd, env=full, capture_output=True)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")
+
+
+def pcheckout_clone(cwd: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    proc = run_cli("clone", "-q", *args, cwd=cwd, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def _tree_of(root: Path) -> dict[str, bytes | None]:
+    """Every path under a git dir that git's state lives in, with contents for
+    small text files (None for directories, objects and the index)."""
+    out: dict[str, bytes | None] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        if rel == "." and "objects" in dirnames:
+            dirnames.remove("objects")  # compared as object sets (pack names differ)
+        for d in dirnames:
+            out[os.path.normpath(os.path.join(rel, d))] = None
+        for f in filenames:
+            key = os.path.normpath(os.path.join(rel, f))
+            if key.startswith("modules" + os.sep) or key == "index":
+                out[key] = None
+            else:
+                out[key] = (Path(dirpath) / f).read_bytes()
+    return out
+
+
+def assert_git_dir_same(ours: Path, theirs: Path) -> None:
+    """Refs, packed-refs, config, HEAD, reflogs, shallow, sparse-checkout and
+    every other file git keeps there: byte-identical (object packs aside)."""
+    a, b = _tree_of(ours), _tree_of(theirs)
+    assert sorted(a) == sorted(b)
+    for key in a:
+        assert a[key] == b[key], key
+    assert _objects(ours) == _objects(theirs)
+
+
+def _objects(git_dir: Path) -> set[bytes]:
+    """The objects a repository has (a partial clone's fetched blobs among them)."""
+    out = git(git_dir, "cat-file", "--batch-check", "--batch-all-objects", "--unordered")
+    return set(out.splitlines())
+
+
+def assert_clone_same(ours: Path, theirs: Path, *, bare: bool = False) -> None:
+    if bare:
+        assert_git_dir_same(ours, theirs)
+        assert not any(p.name == "index" for p in ours.iterdir())
+        return
+    gd_ours = Path(git(ours, "rev-parse", "--absolute-git-dir").decode().strip())
+    gd_theirs = Path(git(theirs, "rev-parse", "--absolute-git-dir").decode().strip())
+    assert_git_dir_same(gd_ours, gd_theirs)
+    if (gd_theirs / "index").exists():
+        assert_same_as_git(ours, theirs)
+    else:
+        assert not (gd_ours / "index").exists()
+        assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in theirs.iterdir())
+    assert git(ours, "for-each-ref", "--format=%(refname) %(objectname) %(symref)") == git(
+        theirs, "for-each-ref", "--format=%(refname) %(objectname) %(symref)")

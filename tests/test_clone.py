@@ -1,0 +1,179 @@
+"""pcheckout clone against git clone from a local file:// server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from clonehelp import (
+    assert_clone_same,
+    git_clone,
+    make_server,
+    pcheckout_clone,
+    url,
+)
+from helpers import git, run_cli
+
+from pcheckout.clone import guess_dir_name, parse_args
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Path:
+    return make_server(tmp_path)
+
+
+@pytest.mark.parametrize("options", [
+    [],
+    ["--branch", "v1", "--depth", "1"],
+    ["--branch=release", "--single-branch"],
+    ["--filter=blob:none"],
+    ["--origin", "upstream"],
+    ["-c", "foo.bar=baz", "--config=core.abbrev=9", "-c", "foo.bar=again"],
+    ["--no-tags", "-b", "release"],
+    ["--no-checkout"],
+    ["-n", "--depth=2"],
+], ids=["plain", "tag-depth1", "branch-single", "filter-blob-none", "origin", "config",
+        "no-tags", "no-checkout", "n-depth2"])
+def test_clone_equals_git_clone(tmp_path: Path, server: Path, options: list[str]) -> None:
+    git_clone(tmp_path, *options, url(server), "theirs")
+    pcheckout_clone(tmp_path, *options, url(server), "ours")
+    assert_clone_same(tmp_path / "ours", tmp_path / "theirs")
+
+
+@pytest.mark.parametrize("option", ["--bare", "--mirror"])
+def test_bare_and_mirror_write_no_files(tmp_path: Path, server: Path, option: str) -> None:
+    git_clone(tmp_path, option, url(server), "theirs.git")
+    pcheckout_clone(tmp_path, option, url(server), "ours.git")
+    assert_clone_same(tmp_path / "ours.git", tmp_path / "theirs.git", bare=True)
+
+
+def test_directory_defaults_as_git_clone(tmp_path: Path, server: Path) -> None:
+    for kind, extra in (("plain", []), ("bare", ["--bare"])):
+        (tmp_path / f"g-{kind}").mkdir()
+        (tmp_path / f"p-{kind}").mkdir()
+        git_clone(tmp_path / f"g-{kind}", *extra, url(server) + "/")
+        pcheckout_clone(tmp_path / f"p-{kind}", *extra, url(server) + "/")
+        names = sorted(p.name for p in (tmp_path / f"g-{kind}").iterdir())
+        assert names == ["server.git" if extra else "server"]
+        assert sorted(p.name for p in (tmp_path / f"p-{kind}").iterdir()) == names
+        assert_clone_same(tmp_path / f"p-{kind}" / names[0], tmp_path / f"g-{kind}" / names[0],
+                          bare=bool(extra))
+
+
+def test_reflog_is_git_clones_only(tmp_path: Path, server: Path) -> None:
+    pcheckout_clone(tmp_path, url(server), "ours")
+    log = (tmp_path / "ours/.git/logs/HEAD").read_bytes().splitlines()
+    assert len(log) == 1 and log[0].endswith(b"\tclone: from " + url(server).encode())
+
+
+def test_empty_repository(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q", "--bare", "empty.git")
+    proc = run_cli("clone", url(tmp_path / "empty.git"), "ours", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "You appear to have cloned an empty repository" in proc.stderr
+    assert "empty repository: no checkout" in proc.stdout
+    git_clone(tmp_path, url(tmp_path / "empty.git"), "theirs")
+    assert_clone_same(tmp_path / "ours", tmp_path / "theirs")
+
+
+def test_failing_url_passes_git_through(tmp_path: Path) -> None:
+    proc = run_cli("clone", url(tmp_path / "missing.git"), "ours", cwd=tmp_path)
+    assert proc.returncode == 128
+    assert "fatal: '" in proc.stderr and "does not appear to be a git repository" in proc.stderr
+    assert "pcheckout: error" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "ours").exists()  # git removed its partial clone
+
+
+def test_occupied_destination_refused_before_fetching(tmp_path: Path, server: Path) -> None:
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours/mine").write_bytes(b"keep")
+    # an unreachable server proves nothing was fetched: the refusal comes first
+    proc = run_cli("clone", url(tmp_path / "missing.git"), "ours", cwd=tmp_path)
+    assert proc.returncode == 128
+    assert ("fatal: destination path 'ours' already exists and is not an empty directory."
+            in proc.stderr)
+    assert sorted(p.name for p in (tmp_path / "ours").iterdir()) == ["mine"]
+    # an existing empty directory is fine, as in git
+    (tmp_path / "empty").mkdir()
+    pcheckout_clone(tmp_path, url(server), "empty")
+    assert (tmp_path / "empty/top").read_bytes() == b"t\n"
+
+
+def test_json_report(tmp_path: Path, server: Path) -> None:
+    proc = run_cli("clone", "--json", "--workers", "3", url(server), "ours", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["mode"] == "clone"
+    assert report["directory"] == str(tmp_path / "ours")
+    assert report["url"] == url(server) and report["bare"] is False
+    assert report["skipped"] is None and report["submodules"] == []
+    assert report["checkout"]["files"] == 9 and report["checkout"]["workers"] == 3
+    assert report["checkout"]["source"] == "user"
+    assert report["seconds"] >= report["clone_seconds"] >= 0
+    proc = run_cli("clone", "--json", "--bare", url(server), "b.git", cwd=tmp_path)
+    report = json.loads(proc.stdout)
+    assert report["checkout"] is None and report["skipped"] == "bare"
+
+
+def test_jobs_is_git_clones(tmp_path: Path, server: Path) -> None:
+    proc = run_cli("clone", "-j", "4", url(server), "ours", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "-j/--jobs is git clone's" in proc.stderr
+    assert "(policy)" in proc.stdout  # not taken as 4 checkout workers
+
+
+def test_help() -> None:
+    proc = run_cli("clone", "--help")
+    assert proc.returncode == 0
+    assert "--workers N|auto" in proc.stdout and "-j, --jobs N" in proc.stdout
+
+
+def test_usage_errors() -> None:
+    for argv, text in ((["clone"], "you must specify a repository"),
+                       (["clone", "--depth"], "requires a value"),
+                       (["clone", "--workers", "zero", "u"], "workers"),
+                       (["clone", "a", "b", "c"], "too many arguments")):
+        proc = run_cli(*argv)
+        assert proc.returncode == 2, (argv, proc.stderr)
+        assert text in proc.stderr, (argv, proc.stderr)
+
+
+def test_parse_args_reads_git_clone_options() -> None:
+    a = parse_args(["--depth", "1", "-bmain", "URL", "-qnj4", "--recurse-submodules", "D",
+                    "--workers=8", "--no-adapt", "-c", "x.y=z", "--dep=3", "--sing"])
+    assert (a.url, a.directory, a.workers, a.adapt) == ("URL", "D", "8", False)
+    assert a.git_options == ["--depth", "1", "-bmain", "-q", "-n", "-j4",
+                             "--recurse-submodules", "-c", "x.y=z", "--dep=3", "--sing"]
+    assert a.no_checkout and a.quiet and a.jobs == "4" and a.recurse_submodules == ["."]
+    assert a.single_branch is True
+    a = parse_args(["-n", "--checkout", "--bare", "--no-bare", "--", "-weird-url"])
+    assert (a.url, a.no_checkout, a.bare) == ("-weird-url", False, False)
+    a = parse_args(["--recurse-submodules=libs", "--recursive=x", "u"])
+    assert a.recurse_submodules == ["libs", "x"]
+    a = parse_args(["--branch", "--bare", "u"])  # a value may look like an option
+    assert a.git_options == ["--branch", "--bare"] and not a.bare
+
+
+@pytest.mark.parametrize(("repo", "bare", "expected"), [
+    # from git's t/t5603-clone-dirname.sh
+    ("ssh://host/foo", False, "foo"),
+    ("ssh://host/foo.git", False, "foo"),
+    ("ssh://host/foo/.git", False, "foo"),
+    ("ssh://host/foo.git/", False, "foo"),
+    ("host:foo", False, "foo"),
+    ("host:foo.git", False, "foo"),
+    ("host:foo/.git", False, "foo"),
+    ("ssh://host/", False, "host"),
+    ("ssh://host:1234/", False, "host"),
+    ("ssh://user@host/", False, "host"),
+    ("ssh://user:passw@rd@host:1234/", False, "host"),
+    ("ssh://host/foo", True, "foo.git"),
+    ("ssh://host/foo/.git", True, "foo.git"),
+    ("host:/", False, "host"),
+    ("/path/to/repo.git", False, "repo"),
+    ("http://example.com/user/bar.baz", False, "bar.baz"),
+    ("ssh://host/foo bar  ", False, "foo bar"),
+])
+def test_guess_dir_name_as_git(repo: str, bare: bool, expected: str) -> None:
+    assert guess_dir_name(repo, is_bundle=False, is_bare=bare) == expected
