@@ -3,28 +3,36 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
-from helpers import assert_same_as_git, git, make_repo, run_cli, write_tree_files
+from helpers import assert_same_as_git, git, make_repo, run_cli, snapshot, write_tree_files
 
 #: file:// submodules need this since git 2.38.1 (protocol.file.allow=user by
 #: default); given to git and pcheckout alike through the environment.
-ALLOW_FILE = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow",
-              "GIT_CONFIG_VALUE_0": "always"}
+ALLOW_FILE = {
+    "GIT_CONFIG_COUNT": "1",
+    "GIT_CONFIG_KEY_0": "protocol.file.allow",
+    "GIT_CONFIG_VALUE_0": "always",
+}
 
 
 def make_server(tmp_path: Path, name: str = "server.git", *, prefix: str = "") -> Path:
     """A bare repository with three commits on main, a branch, an annotated and
     a light tag, nested directories, an executable and a symlink; filters
     allowed (uploadpack.allowFilter) for --filter clones."""
-    work = make_repo(tmp_path, {
-        f"{prefix}README".encode(): b"one\n",
-        b"src/a.c": b"int a;\n",
-        b"src/deep/b.c": b"int b;\n",
-        b"docs/x.md": b"# x\n",
-        b"bin/run": ("x", b"#!/bin/sh\n"),
-        b"link": ("l", b"src/a.c"),
-    }, name=name.removesuffix(".git") + "-work")
+    work = make_repo(
+        tmp_path,
+        {
+            f"{prefix}README".encode(): b"one\n",
+            b"src/a.c": b"int a;\n",
+            b"src/deep/b.c": b"int b;\n",
+            b"docs/x.md": b"# x\n",
+            b"bin/run": ("x", b"#!/bin/sh\n"),
+            b"link": ("l", b"src/a.c"),
+        },
+        name=name.removesuffix(".git") + "-work",
+    )
     git(work, "tag", "-a", "-m", "first", "v1")
     write_tree_files(work, {b"src/c.c": b"int c;\n", b"docs/y.md": b"# y\n"})
     git(work, "add", "-A")
@@ -103,10 +111,58 @@ def assert_clone_same(ours: Path, theirs: Path, *, bare: bool = False) -> None:
     gd_ours = Path(git(ours, "rev-parse", "--absolute-git-dir").decode().strip())
     gd_theirs = Path(git(theirs, "rev-parse", "--absolute-git-dir").decode().strip())
     assert_git_dir_same(gd_ours, gd_theirs)
-    if (gd_theirs / "index").exists():
+    if (gd_theirs / "index").exists() and (ours / ".gitmodules").exists():
+        assert_superproject_same(ours, theirs)
+    elif (gd_theirs / "index").exists():
         assert_same_as_git(ours, theirs)
     else:
         assert not (gd_ours / "index").exists()
         assert sorted(p.name for p in ours.iterdir()) == sorted(p.name for p in theirs.iterdir())
     assert git(ours, "for-each-ref", "--format=%(refname) %(objectname) %(symref)") == git(
-        theirs, "for-each-ref", "--format=%(refname) %(objectname) %(symref)")
+        theirs, "for-each-ref", "--format=%(refname) %(objectname) %(symref)"
+    )
+
+
+def make_super_server(tmp_path: Path) -> Path:
+    """A bare superproject with two submodules (one in a subdirectory, one
+    whose recorded commit is not its branch tip), each from its own bare server."""
+    import subprocess
+
+    env = {**os.environ, **ALLOW_FILE}
+    one = make_server(tmp_path, "one.git", prefix="one-")
+    two = make_server(tmp_path, "two.git", prefix="two-")
+    work = make_repo(tmp_path, {b"main.c": b"int main;\n"}, name="super-work")
+    for sub, path in ((one, "libs/one"), (two, "two")):
+        proc = subprocess.run(
+            ["git", "-C", str(work), "submodule", "add", "-q", url(sub), path],
+            env=env,
+            capture_output=True,
+        )
+        assert proc.returncode == 0, proc.stderr
+    # "two" at its second commit, not the tip of its default branch
+    git(work / "two", "checkout", "-q", "HEAD~1")
+    git(work, "add", "two")
+    git(work, "commit", "-q", "-m", "submodules")
+    server = tmp_path / "super.git"
+    git(tmp_path, "clone", "-q", "--bare", str(work), str(server))
+    return server
+
+
+def assert_superproject_same(ours: Path, theirs: Path) -> None:
+    """assert_same_as_git for a tree with populated submodules: a gitlink's
+    index stat data is its directory's before the submodule was cloned into
+    it (git's too; git never compares it), so only other entries must equal
+    their lstat."""
+    from pcheckout.git.index import read_index
+
+    assert snapshot(ours) == snapshot(theirs)
+    for args in (("ls-files", "-s", "-z"), ("rev-parse", "HEAD"), ("submodule", "status")):
+        assert git(ours, *args) == git(theirs, *args)
+    assert git(ours, "status", "--porcelain", "-z", "--ignored") == b""
+    assert subprocess.run(["git", "-C", str(ours), "diff-files", "--quiet"]).returncode == 0
+    for e in read_index(ours / ".git" / "index").entries:
+        if e.mode == 0o160000:
+            continue
+        st = os.lstat(os.fsencode(ours) + b"/" + e.path)
+        assert (e.mtime_s, e.mtime_ns) == divmod(st.st_mtime_ns, 10**9), e.path
+        assert (e.ino, e.size) == (st.st_ino & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF), e.path

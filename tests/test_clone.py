@@ -23,18 +23,31 @@ def server(tmp_path: Path) -> Path:
     return make_server(tmp_path)
 
 
-@pytest.mark.parametrize("options", [
-    [],
-    ["--branch", "v1", "--depth", "1"],
-    ["--branch=release", "--single-branch"],
-    ["--filter=blob:none"],
-    ["--origin", "upstream"],
-    ["-c", "foo.bar=baz", "--config=core.abbrev=9", "-c", "foo.bar=again"],
-    ["--no-tags", "-b", "release"],
-    ["--no-checkout"],
-    ["-n", "--depth=2"],
-], ids=["plain", "tag-depth1", "branch-single", "filter-blob-none", "origin", "config",
-        "no-tags", "no-checkout", "n-depth2"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        [],
+        ["--branch", "v1", "--depth", "1"],
+        ["--branch=release", "--single-branch"],
+        ["--filter=blob:none"],
+        ["--origin", "upstream"],
+        ["-c", "foo.bar=baz", "--config=core.abbrev=9", "-c", "foo.bar=again"],
+        ["--no-tags", "-b", "release"],
+        ["--no-checkout"],
+        ["-n", "--depth=2"],
+    ],
+    ids=[
+        "plain",
+        "tag-depth1",
+        "branch-single",
+        "filter-blob-none",
+        "origin",
+        "config",
+        "no-tags",
+        "no-checkout",
+        "n-depth2",
+    ],
+)
 def test_clone_equals_git_clone(tmp_path: Path, server: Path, options: list[str]) -> None:
     git_clone(tmp_path, *options, url(server), "theirs")
     pcheckout_clone(tmp_path, *options, url(server), "ours")
@@ -57,8 +70,9 @@ def test_directory_defaults_as_git_clone(tmp_path: Path, server: Path) -> None:
         names = sorted(p.name for p in (tmp_path / f"g-{kind}").iterdir())
         assert names == ["server.git" if extra else "server"]
         assert sorted(p.name for p in (tmp_path / f"p-{kind}").iterdir()) == names
-        assert_clone_same(tmp_path / f"p-{kind}" / names[0], tmp_path / f"g-{kind}" / names[0],
-                          bare=bool(extra))
+        assert_clone_same(
+            tmp_path / f"p-{kind}" / names[0], tmp_path / f"g-{kind}" / names[0], bare=bool(extra)
+        )
 
 
 def test_reflog_is_git_clones_only(tmp_path: Path, server: Path) -> None:
@@ -91,8 +105,10 @@ def test_occupied_destination_refused_before_fetching(tmp_path: Path, server: Pa
     # an unreachable server proves nothing was fetched: the refusal comes first
     proc = run_cli("clone", url(tmp_path / "missing.git"), "ours", cwd=tmp_path)
     assert proc.returncode == 128
-    assert ("fatal: destination path 'ours' already exists and is not an empty directory."
-            in proc.stderr)
+    assert (
+        "fatal: destination path 'ours' already exists and is not an empty directory."
+        in proc.stderr
+    )
     assert sorted(p.name for p in (tmp_path / "ours").iterdir()) == ["mine"]
     # an existing empty directory is fine, as in git
     (tmp_path / "empty").mkdir()
@@ -130,21 +146,49 @@ def test_help() -> None:
 
 
 def test_usage_errors() -> None:
-    for argv, text in ((["clone"], "you must specify a repository"),
-                       (["clone", "--depth"], "requires a value"),
-                       (["clone", "--workers", "zero", "u"], "workers"),
-                       (["clone", "a", "b", "c"], "too many arguments")):
+    for argv, text in (
+        (["clone"], "you must specify a repository"),
+        (["clone", "--depth"], "requires a value"),
+        (["clone", "--workers", "zero", "u"], "workers"),
+        (["clone", "a", "b", "c"], "too many arguments"),
+    ):
         proc = run_cli(*argv)
         assert proc.returncode == 2, (argv, proc.stderr)
         assert text in proc.stderr, (argv, proc.stderr)
 
 
 def test_parse_args_reads_git_clone_options() -> None:
-    a = parse_args(["--depth", "1", "-bmain", "URL", "-qnj4", "--recurse-submodules", "D",
-                    "--workers=8", "--no-adapt", "-c", "x.y=z", "--dep=3", "--sing"])
+    a = parse_args(
+        [
+            "--depth",
+            "1",
+            "-bmain",
+            "URL",
+            "-qnj4",
+            "--recurse-submodules",
+            "D",
+            "--workers=8",
+            "--no-adapt",
+            "-c",
+            "x.y=z",
+            "--dep=3",
+            "--sing",
+        ]
+    )
     assert (a.url, a.directory, a.workers, a.adapt) == ("URL", "D", "8", False)
-    assert a.git_options == ["--depth", "1", "-bmain", "-q", "-n", "-j4",
-                             "--recurse-submodules", "-c", "x.y=z", "--dep=3", "--sing"]
+    assert a.git_options == [
+        "--depth",
+        "1",
+        "-bmain",
+        "-q",
+        "-n",
+        "-j4",
+        "--recurse-submodules",
+        "-c",
+        "x.y=z",
+        "--dep=3",
+        "--sing",
+    ]
     assert a.no_checkout and a.quiet and a.jobs == "4" and a.recurse_submodules == ["."]
     assert a.single_branch is True
     a = parse_args(["-n", "--checkout", "--bare", "--no-bare", "--", "-weird-url"])
@@ -155,25 +199,68 @@ def test_parse_args_reads_git_clone_options() -> None:
     assert a.git_options == ["--branch", "--bare"] and not a.bare
 
 
-@pytest.mark.parametrize(("repo", "bare", "expected"), [
-    # from git's t/t5603-clone-dirname.sh
-    ("ssh://host/foo", False, "foo"),
-    ("ssh://host/foo.git", False, "foo"),
-    ("ssh://host/foo/.git", False, "foo"),
-    ("ssh://host/foo.git/", False, "foo"),
-    ("host:foo", False, "foo"),
-    ("host:foo.git", False, "foo"),
-    ("host:foo/.git", False, "foo"),
-    ("ssh://host/", False, "host"),
-    ("ssh://host:1234/", False, "host"),
-    ("ssh://user@host/", False, "host"),
-    ("ssh://user:passw@rd@host:1234/", False, "host"),
-    ("ssh://host/foo", True, "foo.git"),
-    ("ssh://host/foo/.git", True, "foo.git"),
-    ("host:/", False, "host"),
-    ("/path/to/repo.git", False, "repo"),
-    ("http://example.com/user/bar.baz", False, "bar.baz"),
-    ("ssh://host/foo bar  ", False, "foo bar"),
-])
+@pytest.mark.parametrize(
+    ("repo", "bare", "expected"),
+    [
+        # from git's t/t5603-clone-dirname.sh
+        ("ssh://host/foo", False, "foo"),
+        ("ssh://host/foo.git", False, "foo"),
+        ("ssh://host/foo/.git", False, "foo"),
+        ("ssh://host/foo.git/", False, "foo"),
+        ("host:foo", False, "foo"),
+        ("host:foo.git", False, "foo"),
+        ("host:foo/.git", False, "foo"),
+        ("ssh://host/", False, "host"),
+        ("ssh://host:1234/", False, "host"),
+        ("ssh://user@host/", False, "host"),
+        ("ssh://user:passw@rd@host:1234/", False, "host"),
+        ("ssh://host/foo", True, "foo.git"),
+        ("ssh://host/foo/.git", True, "foo.git"),
+        ("host:/", False, "host"),
+        ("/path/to/repo.git", False, "repo"),
+        ("http://example.com/user/bar.baz", False, "bar.baz"),
+        ("ssh://host/foo bar  ", False, "foo bar"),
+    ],
+)
 def test_guess_dir_name_as_git(repo: str, bare: bool, expected: str) -> None:
     assert guess_dir_name(repo, is_bundle=False, is_bare=bare) == expected
+
+
+def test_recurse_submodules(tmp_path: Path) -> None:
+    from clonehelp import ALLOW_FILE, make_super_server
+
+    server = make_super_server(tmp_path)
+    git_clone(tmp_path, "--recurse-submodules", url(server), "theirs", env=ALLOW_FILE)
+    proc = run_cli(
+        "clone",
+        "--json",
+        "--recurse-submodules",
+        "-j",
+        "2",
+        url(server),
+        "ours",
+        cwd=tmp_path,
+        env=ALLOW_FILE,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Submodule path 'two': checked out '" in proc.stderr
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    assert_clone_same(ours, theirs)
+    assert git(ours, "submodule", "status") == git(theirs, "submodule", "status")
+    for sub in ("libs/one", "two"):
+        assert_clone_same(ours / sub, theirs / sub)
+    report = json.loads(proc.stdout)
+    assert sorted(s["path"] for s in report["submodules"]) == ["libs/one", "two"]
+    files = {s["path"]: s["checkout"]["files"] for s in report["submodules"]}
+    assert files == {"libs/one": 9, "two": 8}  # "two" is recorded at its second commit
+
+
+def test_recurse_submodules_shallow(tmp_path: Path) -> None:
+    from clonehelp import ALLOW_FILE, make_super_server
+
+    server = make_super_server(tmp_path)
+    opts = ["--recurse-submodules", "--shallow-submodules", "--depth", "1"]
+    git_clone(tmp_path, *opts, url(server), "theirs", env=ALLOW_FILE)
+    pcheckout_clone(tmp_path, *opts, url(server), "ours", env=ALLOW_FILE)
+    for sub in ("", "libs/one", "two"):
+        assert_clone_same(tmp_path / "ours" / sub, tmp_path / "theirs" / sub)

@@ -33,14 +33,14 @@ from pathlib import Path
 from typing import Protocol
 
 from pcheckout.checkout import checkout
-from pcheckout.context import Reporter
+from pcheckout.context import NullReporter, Reporter
 from pcheckout.errors import (
     GitCloneError,
     Interrupted,
-    PcheckoutError,
     UnknownRevisionError,
     UsageError,
 )
+from pcheckout.git.config import read_config
 from pcheckout.git.runner import Git
 from pcheckout.options import CheckoutOptions, Result
 
@@ -49,23 +49,64 @@ from pcheckout.options import CheckoutOptions, Result
 # declares them, plus the few later gits added (--ref-format 2.45, --revision
 # 2.49), so that a value given as a separate word is never taken for the URL.
 #: Long options that take a value ("--depth 1" or "--depth=1").
-GIT_VALUE_LONG = frozenset({
-    "jobs", "template", "reference", "reference-if-able", "origin", "branch", "upload-pack",
-    "depth", "shallow-since", "shallow-exclude", "separate-git-dir", "config", "server-option",
-    "filter", "bundle-uri", "ref-format", "revision",
-})
+GIT_VALUE_LONG = frozenset(
+    {
+        "jobs",
+        "template",
+        "reference",
+        "reference-if-able",
+        "origin",
+        "branch",
+        "upload-pack",
+        "depth",
+        "shallow-since",
+        "shallow-exclude",
+        "separate-git-dir",
+        "config",
+        "server-option",
+        "filter",
+        "bundle-uri",
+        "ref-format",
+        "revision",
+    }
+)
 #: Long options whose value is optional and only given as "--opt=value".
 GIT_OPTIONAL_LONG = frozenset({"recurse-submodules", "recursive"})
 #: Long options without a value (each also accepted negated, as parse-options does).
-GIT_FLAG_LONG = frozenset({
-    "verbose", "quiet", "progress", "reject-shallow", "no-checkout", "bare", "mirror", "local",
-    "no-hardlinks", "shared", "dissociate", "single-branch", "no-tags", "shallow-submodules",
-    "ipv4", "ipv6", "also-filter-submodules", "remote-submodules", "sparse",
-})
+GIT_FLAG_LONG = frozenset(
+    {
+        "verbose",
+        "quiet",
+        "progress",
+        "reject-shallow",
+        "no-checkout",
+        "bare",
+        "mirror",
+        "local",
+        "no-hardlinks",
+        "shared",
+        "dissociate",
+        "single-branch",
+        "no-tags",
+        "shallow-submodules",
+        "ipv4",
+        "ipv6",
+        "also-filter-submodules",
+        "remote-submodules",
+        "sparse",
+    }
+)
 #: Short options: those taking a value, and flags (builtin/clone.c).
 GIT_VALUE_SHORT = {"j": "jobs", "o": "origin", "b": "branch", "u": "upload-pack", "c": "config"}
-GIT_FLAG_SHORT = {"v": "verbose", "q": "quiet", "n": "no-checkout", "l": "local", "s": "shared",
-                  "4": "ipv4", "6": "ipv6"}
+GIT_FLAG_SHORT = {
+    "v": "verbose",
+    "q": "quiet",
+    "n": "no-checkout",
+    "l": "local",
+    "s": "shared",
+    "4": "ipv4",
+    "6": "ipv6",
+}
 
 #: pcheckout's own options of ``clone`` (never passed to git).  ``-j`` is not
 #: among them: in git clone ``-j`` is ``--jobs`` (submodules fetched at once).
@@ -144,7 +185,7 @@ def parse_args(argv: Sequence[str]) -> CloneArgs:
     while i < len(words):
         word = words[i]
         if word == "--":
-            positional.extend(words[i + 1:])
+            positional.extend(words[i + 1 :])
             break
         if word.startswith("--"):
             name, eq, inline = word[2:].partition("=")
@@ -183,7 +224,7 @@ def parse_args(argv: Sequence[str]) -> CloneArgs:
                     k += 1
                     continue
                 if letter in GIT_VALUE_SHORT:
-                    rest = word[k + 1:]
+                    rest = word[k + 1 :]
                     canon = GIT_VALUE_SHORT[letter]
                     if rest:
                         value = rest
@@ -256,9 +297,11 @@ def _note_git(args: CloneArgs, canon: str, value: str | None, negated: bool) -> 
 # -- the directory git clone would choose -----------------------------------
 def _is_git_directory(path: str) -> bool:
     # setup.c:is_git_directory, in short: HEAD, objects/ and refs/ are there
-    return (os.path.isfile(os.path.join(path, "HEAD"))
-            and os.path.isdir(os.path.join(path, "objects"))
-            and os.path.isdir(os.path.join(path, "refs")))
+    return (
+        os.path.isfile(os.path.join(path, "HEAD"))
+        and os.path.isdir(os.path.join(path, "objects"))
+        and os.path.isdir(os.path.join(path, "refs"))
+    )
 
 
 def _is_bundle(repo: str) -> bool:
@@ -291,7 +334,7 @@ def guess_dir_name(repo: str, *, is_bundle: bool, is_bare: bool) -> str | None:
         ptr += 1
     while start < end and (repo[end - 1] == "/" or repo[end - 1].isspace()):
         end -= 1
-    if end - start > 5 and repo[end - 5] == "/" and repo[end - 4:end] == ".git":
+    if end - start > 5 and repo[end - 5] == "/" and repo[end - 4 : end] == ".git":
         end -= 5
         while start < end and repo[end - 1] == "/":
             end -= 1
@@ -402,8 +445,12 @@ def clone(opts: CloneOptions, ui: CloneReporter) -> CloneResult:
     t0 = time.monotonic()
     dest = destination(args)
     cmd = ["git", "clone", *args.git_options, "--no-checkout", "--", args.url]
-    run_git_clone([*cmd, dest] if dest is not None else cmd, cwd=opts.cwd,
-                  environ=opts.environ, debug=ui.debug)
+    run_git_clone(
+        [*cmd, dest] if dest is not None else cmd,
+        cwd=opts.cwd,
+        environ=opts.environ,
+        debug=ui.debug,
+    )
     if dest is None:  # pragma: no cover - git dies when it cannot guess one either
         raise GitCloneError("no directory name could be guessed", 128)
     target = Path(os.path.abspath(os.path.join(opts.cwd, dest)))
@@ -413,8 +460,13 @@ def clone(opts: CloneOptions, ui: CloneReporter) -> CloneResult:
     elif args.no_checkout:
         result.skipped = "no-checkout"
     else:
-        copts = CheckoutOptions(directory=target, rev="HEAD", workers=opts.workers,
-                                adapt=args.adapt, environ=opts.environ)
+        copts = CheckoutOptions(
+            directory=target,
+            rev="HEAD",
+            workers=opts.workers,
+            adapt=args.adapt,
+            environ=opts.environ,
+        )
         hint = f"the clone is complete; run 'pcheckout checkout -C {dest}' to finish the checkout"
         try:
             result.checkout = checkout(copts, ui)
@@ -427,13 +479,14 @@ def clone(opts: CloneOptions, ui: CloneReporter) -> CloneResult:
         except KeyboardInterrupt:
             raise Interrupted(signal.SIGINT, hint) from None
         if result.checkout is not None and args.recurse_submodules:
-            result.submodules = update_submodules(target, args, opts.environ, ui)
+            result.submodules = update_submodules(target, args, opts.environ, ui, opts.workers)
     result.seconds = time.monotonic() - t0
     return result
 
 
-def run_git_clone(cmd: list[str], *, cwd: Path, environ: dict[str, str],
-                  debug: Callable[[str], None]) -> None:
+def run_git_clone(
+    cmd: list[str], *, cwd: Path, environ: dict[str, str], debug: Callable[[str], None]
+) -> None:
     """Run git clone with our stderr (its progress and messages reach the user
     as git writes them) and stdout sent to stderr (``--json`` owns stdout).
 
@@ -474,9 +527,190 @@ def _head_commit(root: Path, environ: dict[str, str], ui: CloneReporter) -> str 
 
 
 # -- submodules -------------------------------------------------------------
-def update_submodules(root: Path, args: CloneArgs, environ: dict[str, str],
-                      ui: CloneReporter) -> list[SubmoduleResult]:
-    raise PcheckoutError("--recurse-submodules: not yet")  # pragma: no cover
+#: Submodules cloned at once when neither --jobs nor submodule.fetchJobs says:
+#: each clone mostly waits (on the server, on the destination's round trips),
+#: so they overlap well; the bound keeps the processes (a git clone and a
+#: checkout's cat-file workers each) and their descriptors in reason.
+DEFAULT_SUBMODULE_JOBS = 8
 
 
-_ = threading  # used by the submodule phase
+@dataclass(frozen=True)
+class _Submodule:
+    name: str
+    path: str
+    commit: str
+    url: str
+    shallow: bool  # .gitmodules "shallow = true" (git clones it with --depth=1)
+    branch: str | None  # .gitmodules "branch" (for --remote-submodules)
+
+
+def update_submodules(
+    root: Path,
+    args: CloneArgs,
+    environ: dict[str, str],
+    ui: CloneReporter,
+    workers: int | None = None,
+) -> list[SubmoduleResult]:
+    """What ``git submodule update --init --recursive`` does after git clone's
+    checkout, with the submodules side by side (git clones them --jobs at a
+    time, then checks each out in turn) and each checked out by the parallel
+    writer: register the active submodules (``git submodule init``), clone
+    each into .git/modules (``git submodule--helper clone``, git's own), fetch
+    the recorded commit if the clone lacks it, check it out detached as
+    ``git checkout -f -q COMMIT`` would, and recurse into its submodules."""
+    git = Git(root, debug=ui.debug, env=environ)
+    quiet = ["--quiet"] if args.quiet else []
+    proc = git.run("submodule", "init", *quiet)
+    _relay(proc.stdout + proc.stderr, ui)
+    subs = _initialized_submodules(git)
+    if not subs:
+        return []
+    jobs = _submodule_jobs(args, git)
+    results: list[SubmoduleResult | None] = [None] * len(subs)
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    todo = list(enumerate(subs))
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not todo or errors:
+                    return
+                k, sub = todo.pop(0)
+            try:
+                results[k] = _update_one(root, sub, args, environ, ui, workers)
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+                with lock:
+                    errors.append(exc)
+                return
+
+    threads = [
+        threading.Thread(target=worker, name=f"submodule-{j}", daemon=True)
+        for j in range(min(jobs, len(subs)))
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return [r for r in results if r is not None]
+
+
+def _update_one(
+    root: Path,
+    sub: _Submodule,
+    args: CloneArgs,
+    environ: dict[str, str],
+    ui: CloneReporter,
+    workers: int | None,
+) -> SubmoduleResult:
+    git = Git(root, debug=ui.debug, env=environ)
+    cmd = ["submodule--helper", "clone"]
+    cmd += ["--quiet"] if args.quiet else (["--progress"] if args.progress else [])
+    cmd += ["--path", sub.path, "--name", sub.name, "--url", sub.url]
+    if args.shallow_submodules or sub.shallow:
+        cmd.append("--depth=1")
+    if args.also_filter_submodules and args.filters:
+        cmd += [f"--filter={f}" for f in args.filters]
+    if args.single_branch is not None:
+        cmd.append("--single-branch" if args.single_branch else "--no-single-branch")
+    cmd.append("--require-init")
+    proc = git.run(*cmd, what=f"cloning submodule '{sub.path}' failed")
+    _relay(proc.stderr, ui)
+    work = root / sub.path
+    sgit = Git(work, debug=ui.debug, env=environ, version=git.version)
+    rev = sub.commit
+    if args.remote_submodules:
+        rev = sgit.out("rev-parse", "--verify", f"origin/{sub.branch or 'HEAD'}").decode().strip()
+    elif sgit.run("cat-file", "-e", f"{rev}^{{commit}}", ok_codes=(0, 1, 128)).returncode:
+        # git submodule update fetches a recorded commit the clone did not bring
+        q = ["--quiet"] if args.quiet else []
+        depth = ["--depth=1"] if args.shallow_submodules or sub.shallow else []
+        sgit.run("fetch", *q, *depth, what=f"fetching in submodule '{sub.path}' failed")
+        if sgit.run("cat-file", "-e", f"{rev}^{{commit}}", ok_codes=(0, 1, 128)).returncode:
+            sgit.run(
+                "fetch",
+                *q,
+                *depth,
+                "origin",
+                rev,
+                what=f"fetching {rev} in submodule '{sub.path}' failed",
+            )
+    result = checkout(
+        CheckoutOptions(
+            directory=work, rev=rev, workers=workers, adapt=args.adapt, environ=environ
+        ),
+        _Quiet(ui),
+    )
+    if not args.quiet:
+        ui.note(f"Submodule path '{sub.path}': checked out '{rev}'")
+    nested: list[SubmoduleResult] = []
+    if (work / ".gitmodules").exists():
+        nested = update_submodules(work, args, environ, ui, workers)
+    return SubmoduleResult(sub.name, sub.path, rev, result, nested)
+
+
+def _initialized_submodules(git: Git) -> list[_Submodule]:
+    """Gitlinks of the index that ``git submodule init`` registered (a url in
+    .git/config) and whose update mode is not "none", in index order."""
+    listing = git.out("ls-files", "-s", "-z")
+    links: list[tuple[str, str]] = []
+    for rec in listing.split(b"\0"):
+        if rec.startswith(b"160000 "):
+            meta, _, raw_path = rec.partition(b"\t")
+            links.append((os.fsdecode(raw_path), meta.split()[1].decode()))
+    if not links:
+        return []
+    gm = git.run("config", "-z", "-f", ".gitmodules", "--list", ok_codes=(0, 1)).stdout
+    modules: dict[str, dict[str, str]] = {}
+    for item in gm.split(b"\0"):
+        key, _, value = item.partition(b"\n")
+        k = os.fsdecode(key)
+        if k.startswith("submodule.") and "." in k[10:]:
+            name, _, var = k[10:].rpartition(".")
+            modules.setdefault(name, {})[var.lower()] = os.fsdecode(value)
+    by_path = {m["path"]: name for name, m in modules.items() if "path" in m}
+    config = read_config(git)
+    subs = []
+    for path, commit in links:
+        found = by_path.get(path)
+        if found is None:
+            continue
+        name = found
+        url = config.get(f"submodule.{name}.url")
+        update = config.get(f"submodule.{name}.update", modules[name].get("update", ""))
+        if url is None or update == "none":
+            continue
+        shallow = modules[name].get("shallow", "").lower() in ("true", "yes", "on", "1")
+        subs.append(_Submodule(name, path, commit, url, shallow, modules[name].get("branch")))
+    return subs
+
+
+def _submodule_jobs(args: CloneArgs, git: Git) -> int:
+    value = args.jobs
+    if value is None:
+        proc = git.run("config", "--int", "submodule.fetchJobs", ok_codes=(0, 1))
+        value = proc.stdout.decode().strip() or None
+    try:
+        jobs = int(value) if value is not None else DEFAULT_SUBMODULE_JOBS
+    except ValueError:
+        raise UsageError(f"--jobs: not a number: {value}") from None
+    return jobs if jobs > 0 else DEFAULT_SUBMODULE_JOBS  # git: 0 means "a reasonable default"
+
+
+def _relay(output: bytes, ui: CloneReporter) -> None:
+    text = output.decode("utf-8", "replace").rstrip("\n")
+    if text:
+        ui.note(text)
+
+
+class _Quiet(NullReporter):
+    """A reporter for checkouts running side by side: one progress bar cannot
+    show them all, so they report only debug lines (and the clone a line each)."""
+
+    def __init__(self, ui: CloneReporter) -> None:
+        self._ui = ui
+
+    def debug(self, message: str) -> None:
+        self._ui.debug(message)

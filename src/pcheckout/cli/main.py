@@ -136,8 +136,9 @@ def _parser() -> argparse.ArgumentParser:
 class ConsoleReporter:
     """Progress bar on a TTY (stderr), silence otherwise; ``--debug`` lines."""
 
-    def __init__(self, *, quiet: bool, debug: bool) -> None:
+    def __init__(self, *, quiet: bool, debug: bool, notes: bool | None = None) -> None:
         self.quiet = quiet
+        self.notes = not quiet if notes is None else notes
         self.debug_on = debug
         self.progress: Progress | None = None
         self._task: TaskID | None = None
@@ -150,7 +151,7 @@ class ConsoleReporter:
             print(f"[debug] {message}", file=sys.stderr, flush=True)
 
     def note(self, message: str) -> None:
-        if not self.quiet:
+        if self.notes:
             print(message, file=sys.stderr, flush=True)
 
     def _bars(self) -> Progress:
@@ -418,7 +419,7 @@ def _cmd_clone(words: Sequence[str], quiet: bool, debug: bool) -> int:
         return 0
     workers = _workers(args.workers) if args.workers is not None else None
     quiet = quiet or args.quiet
-    ui = ConsoleReporter(quiet=quiet or args.json, debug=debug or args.debug)
+    ui = ConsoleReporter(quiet=quiet or args.json, debug=debug or args.debug, notes=not quiet)
     if args.jobs is not None and not args.recurse_submodules and args.workers is None:
         ui.note(f"{PROG}: note: -j/--jobs is git clone's count of submodules cloned at once; "
                 "the checkout's worker count is --workers")
