@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 from helpers import assert_same_as_git, git, make_repo, run_cli, snapshot, write_tree_files
@@ -166,3 +168,30 @@ def assert_superproject_same(ours: Path, theirs: Path) -> None:
         st = os.lstat(os.fsencode(ours) + b"/" + e.path)
         assert (e.mtime_s, e.mtime_ns) == divmod(st.st_mtime_ns, 10**9), e.path
         assert (e.ino, e.size) == (st.st_ino & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF), e.path
+
+
+@contextlib.contextmanager
+def latency_mount(tmp_path: Path, latency_ms: float = 0.0) -> Iterator[Path]:
+    """A latencyfs mount (scripts/latencyfs.py) for the test; skips without FUSE."""
+    import importlib.util
+    import shutil
+
+    import pytest
+
+    if not os.access("/dev/fuse", os.R_OK | os.W_OK) or shutil.which("fusermount3") is None:
+        pytest.skip("latencyfs needs /dev/fuse and fusermount3")
+    script = Path(__file__).resolve().parent.parent / "scripts" / "latencyfs.py"
+    spec = importlib.util.spec_from_file_location("latencyfs_for_clone", script)
+    assert spec is not None and spec.loader is not None
+    lfs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lfs)
+    try:
+        lfs.build()
+    except Exception as exc:  # noqa: BLE001 - no compiler or headers: skip, say why
+        pytest.skip(f"latencyfs cannot be built: {exc}")
+    backing, mnt = tmp_path / "lfs-backing", tmp_path / "lfs-mnt"
+    lfs.mount(backing, mnt, latency_ms=latency_ms)
+    try:
+        yield mnt
+    finally:
+        lfs.umount(mnt)

@@ -23,6 +23,7 @@ repository, as in git clone.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import threading
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from pcheckout import stage
 from pcheckout.checkout import checkout
 from pcheckout.context import NullReporter, Reporter
 from pcheckout.errors import (
@@ -163,6 +165,10 @@ class CloneArgs:
     filters: list[str] = field(default_factory=list)
     single_branch: bool | None = None
     separate_git_dir: str | None = None
+    no_tags: bool = False
+    upload_pack: str | None = None
+    borrows_objects: bool = False  # --shared, --reference, --reference-if-able
+    dissociate: bool = False
 
 
 def parse_args(argv: Sequence[str]) -> CloneArgs:
@@ -291,6 +297,14 @@ def _note_git(args: CloneArgs, canon: str, value: str | None, negated: bool) -> 
         args.single_branch = on
     elif canon == "separate-git-dir":
         args.separate_git_dir = value if on else None
+    elif canon in ("shared", "reference", "reference-if-able"):
+        args.borrows_objects = on
+    elif canon == "dissociate":
+        args.dissociate = on
+    elif canon == "no-tags":
+        args.no_tags = on
+    elif canon == "upload-pack":
+        args.upload_pack = value if on else None
     args.quiet = args.verbosity < 0
 
 
@@ -425,6 +439,7 @@ class CloneResult:
     submodules: list[SubmoduleResult] = field(default_factory=list)
     seconds: float = 0.0
     dry_run: bool = False  # the CLI's report code reads it for every command
+    staged: bool = False  # the git dir was written on local scratch space, then copied
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -433,6 +448,7 @@ class CloneResult:
             "directory": str(self.directory),
             "bare": self.bare,
             "clone_seconds": round(self.clone_seconds, 4),
+            "staged": self.staged,
             "checkout": self.checkout.to_json() if self.checkout is not None else None,
             "skipped": self.skipped,
             "submodules": [s.to_json() for s in self.submodules],
@@ -445,16 +461,39 @@ def clone(opts: CloneOptions, ui: CloneReporter) -> CloneResult:
     t0 = time.monotonic()
     dest = destination(args)
     cmd = ["git", "clone", *args.git_options, "--no-checkout", "--", args.url]
-    run_git_clone(
-        [*cmd, dest] if dest is not None else cmd,
-        cwd=opts.cwd,
-        environ=opts.environ,
-        debug=ui.debug,
-    )
+    work = Path(os.path.abspath(os.path.join(opts.cwd, dest))) if dest is not None else None
+    scratch = _staging(args, work, opts.environ, ui)
+    existed = work is not None and os.path.lexists(work)
+    if scratch is not None:
+        cmd.insert(2, f"--separate-git-dir={scratch / 'git'}")
+    try:
+        run_git_clone(
+            [*cmd, dest] if dest is not None else cmd,
+            cwd=opts.cwd,
+            environ=opts.environ,
+            debug=ui.debug,
+        )
+        if scratch is not None and work is not None:
+            t_copy = time.monotonic()
+            try:
+                stage.move_git_dir(scratch / "git", work / ".git")
+            except BaseException:
+                stage.remove_partial_clone(work, existed=existed)
+                raise
+            ui.debug(f"git dir copied from {scratch} in {time.monotonic() - t_copy:.3f} s")
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
     if dest is None:  # pragma: no cover - git dies when it cannot guess one either
         raise GitCloneError("no directory name could be guessed", 128)
     target = Path(os.path.abspath(os.path.join(opts.cwd, dest)))
-    result = CloneResult(args.url, target, args.bare or args.mirror, time.monotonic() - t0)
+    result = CloneResult(
+        args.url,
+        target,
+        args.bare or args.mirror,
+        time.monotonic() - t0,
+        staged=scratch is not None,
+    )
     if args.bare or args.mirror:
         result.skipped = "mirror" if args.mirror else "bare"
     elif args.no_checkout:
@@ -509,6 +548,27 @@ def run_git_clone(
         raise Interrupted(signum, "git clone removed the partial clone") from None
     if code != 0:
         raise GitCloneError("", code)
+
+
+def _staging(
+    args: CloneArgs, work: Path | None, environ: dict[str, str], ui: CloneReporter
+) -> Path | None:
+    """A scratch directory for git clone's git dir, or None to clone in place
+    (see stage.py for when and why)."""
+    if work is None or args.bare or args.mirror or args.separate_git_dir is not None:
+        return None
+    mode = environ.get(stage.ENV, "auto")
+    if mode == "never":
+        return None
+    if mode != "always":
+        borrows = args.borrows_objects and not args.dissociate
+        if not borrows:
+            return None
+        reason = stage.worth_staging(work)
+        if reason is None:
+            return None
+        ui.debug(f"staging the git dir: {reason}")
+    return stage.scratch_dir()
 
 
 def _wait_uninterrupted(proc: subprocess.Popen[bytes]) -> None:
