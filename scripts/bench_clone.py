@@ -22,7 +22,6 @@ import argparse
 import importlib.util
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -50,10 +49,18 @@ def main() -> int:
     ap.add_argument("--latency-ms", type=float, default=1.0)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--workers", default="8,16,32", help="git checkout.workers rows")
-    ap.add_argument("--url", choices=("shared", "file"), default="shared",
-                    help="'shared': PATH with --shared; 'file': file://PATH")
-    ap.add_argument("--base", type=Path, default=Path("/dev/shm") if os.path.isdir("/dev/shm")
-                    else Path(tempfile.gettempdir()), help="where the backing dir goes")
+    ap.add_argument(
+        "--url",
+        choices=("shared", "file"),
+        default="shared",
+        help="'shared': PATH with --shared; 'file': file://PATH",
+    )
+    ap.add_argument(
+        "--base",
+        type=Path,
+        default=Path("/dev/shm") if os.path.isdir("/dev/shm") else Path(tempfile.gettempdir()),
+        help="where the backing dir goes",
+    )
     args = ap.parse_args()
 
     import compileall
@@ -66,8 +73,13 @@ def main() -> int:
     pc = [sys.executable, "-m", "pcheckout", "clone", "-q"]
     rows: dict[str, list[str]] = {"git clone": ["git", "clone", "-q"]}
     for n in args.workers.split(","):
-        rows[f"git -c checkout.workers={n} clone"] = ["git", "-c", f"checkout.workers={n}",
-                                                      "clone", "-q"]
+        rows[f"git -c checkout.workers={n} clone"] = [
+            "git",
+            "-c",
+            f"checkout.workers={n}",
+            "clone",
+            "-q",
+        ]
     rows["pcheckout clone"] = pc
     rows["git clone --no-checkout"] = ["git", "clone", "-q", "--no-checkout"]
     rows["pcheckout clone --no-checkout"] = [*pc, "--no-checkout"]
@@ -79,7 +91,7 @@ def main() -> int:
         with lfs.mounted(backing, mnt, latency_ms=args.latency_ms):
             k = 0
             for r in range(args.runs):
-                order = names[r % len(names):] + names[:r % len(names)]
+                order = names[r % len(names) :] + names[: r % len(names)]
                 for name in order:
                     k += 1
                     dest = f"w{k}"
@@ -95,20 +107,23 @@ def main() -> int:
     git_default = med["git clone"]
     best_name = min((n for n in names if n.startswith("git -c")), key=lambda n: med[n])
     print(f"load after: {os.getloadavg()[0]:.2f}", file=sys.stderr)
-    print(f"source: {args.url}, latency {args.latency_ms} ms, {args.runs} runs, "
-          f"git {benchlib.git_version()}")
+    print(
+        f"source: {args.url}, latency {args.latency_ms} ms, {args.runs} runs, "
+        f"git {benchlib.git_version()}"
+    )
     print()
     print("| row | median s | min s | max s | ÷ git clone | ÷ git best |")
     print("|---|---|---|---|---|---|")
     for n in names:
         v = times[n]
-        print(f"| {n} | {med[n]:.3f} | {min(v):.3f} | {max(v):.3f} | "
-              f"{med[n] / git_default:.3f} | {med[n] / med[best_name]:.3f} |")
+        print(
+            f"| {n} | {med[n]:.3f} | {min(v):.3f} | {max(v):.3f} | "
+            f"{med[n] / git_default:.3f} | {med[n] / med[best_name]:.3f} |"
+        )
     print()
     print(f"git best: {best_name}")
     return 0
 
 
 if __name__ == "__main__":
-    subprocess.run  # noqa: B018 - subprocess imported for benchlib's Popen users
     sys.exit(main())

@@ -107,7 +107,8 @@ def test_big_blob_is_streamed(genrepo: ModuleType, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "script", ["genrepo.py", "bench.py", "latencyfs.py", "latencyfs_check.py", "plot_bench.py"])
+    "script", ["genrepo.py", "bench.py", "bench_clone.py", "latencyfs.py", "latencyfs_check.py",
+               "plot_bench.py"])
 def test_script_help_renders(script: str) -> None:
     """Every benchmark script's --help renders (a stray '%' in a help text broke bench.py's)."""
     path = Path(__file__).resolve().parent.parent / "scripts" / script
