@@ -1,7 +1,7 @@
 """pcheckout clone vs git clone onto the latency filesystem, side by side.
 
 Rows, each run in every round (order rotated per round), every run into a new
-directory on a fresh-per-benchmark latencyfs mount (1 ms by default):
+directory on a fresh latencyfs mount (1 ms by default):
 
 - ``git clone`` (git's default, ``checkout.workers=1``) and
   ``git -c checkout.workers=N clone`` for each N of ``--workers``;
@@ -12,7 +12,7 @@ directory on a fresh-per-benchmark latencyfs mount (1 ms by default):
 Every command gets the source as a local path with ``--shared`` by default (no
 pack is made or copied: the clone phase is git's own metadata work on the
 mount), or ``--url file`` for a ``file://`` URL (git makes and indexes a pack).
-Trees are removed through the backing directory, never through the mount, so
+Each run gets its own mount, removed (with its backing directory) after it, so
 no timed run follows a deletion on the mount.  Prints a markdown table.
 """
 
@@ -87,22 +87,22 @@ def main() -> int:
     names = list(rows)
     print(f"load before: {os.getloadavg()[0]:.2f}", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="bench-clone-", dir=args.base) as tmp:
-        backing, mnt = Path(tmp) / "backing", Path(tempfile.mkdtemp(prefix="bench-clone-mnt-"))
-        with lfs.mounted(backing, mnt, latency_ms=args.latency_ms):
-            k = 0
-            for r in range(args.runs):
-                order = names[r % len(names) :] + names[: r % len(names)]
-                for name in order:
-                    k += 1
-                    dest = f"w{k}"
-                    t = benchlib.run_timed([*rows[name], *source, dest], env, cwd=mnt)
-                    if t.returncode != 0:
-                        print(f"{name} failed: {t.stderr_tail}", file=sys.stderr)
-                        return 1
-                    times[name].append(t.seconds)
-                    benchlib.rmtree(backing / dest)
-                print(f"round {r + 1}/{args.runs} done", file=sys.stderr)
-        os.rmdir(mnt)
+        for r in range(args.runs):
+            order = names[r % len(names) :] + names[: r % len(names)]
+            for k, name in enumerate(order):
+                # a fresh mount per run: the daemon keeps a descriptor per inode the
+                # kernel remembers, and a few thousand-file trees exhaust them
+                backing = Path(tmp) / f"backing-{r}-{k}"
+                mnt = Path(tempfile.mkdtemp(prefix="bench-clone-mnt-"))
+                with lfs.mounted(backing, mnt, latency_ms=args.latency_ms):
+                    t = benchlib.run_timed([*rows[name], *source, "w"], env, cwd=mnt)
+                os.rmdir(mnt)
+                benchlib.rmtree(backing)
+                if t.returncode != 0:
+                    print(f"{name} failed: {t.stderr_tail}", file=sys.stderr)
+                    return 1
+                times[name].append(t.seconds)
+            print(f"round {r + 1}/{args.runs} done, load {os.getloadavg()[0]:.2f}", file=sys.stderr)
     med = {n: statistics.median(v) for n, v in times.items()}
     git_default = med["git clone"]
     best_name = min((n for n in names if n.startswith("git -c")), key=lambda n: med[n])
