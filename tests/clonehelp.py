@@ -113,7 +113,10 @@ def assert_clone_same(ours: Path, theirs: Path, *, bare: bool = False) -> None:
     gd_ours = Path(git(ours, "rev-parse", "--absolute-git-dir").decode().strip())
     gd_theirs = Path(git(theirs, "rev-parse", "--absolute-git-dir").decode().strip())
     assert_git_dir_same(gd_ours, gd_theirs)
-    if (gd_theirs / "index").exists() and (ours / ".gitmodules").exists():
+    sparse = git(theirs, "config", "--bool", "core.sparseCheckout", check=False).strip()
+    if (gd_theirs / "index").exists() and sparse == b"true":
+        assert_sparse_same(ours, theirs)
+    elif (gd_theirs / "index").exists() and (ours / ".gitmodules").exists():
         assert_superproject_same(ours, theirs)
     elif (gd_theirs / "index").exists():
         assert_same_as_git(ours, theirs)
@@ -195,3 +198,25 @@ def latency_mount(tmp_path: Path, latency_ms: float = 0.0) -> Iterator[Path]:
         yield mnt
     finally:
         lfs.umount(mnt)
+
+
+def assert_sparse_same(ours: Path, theirs: Path) -> None:
+    """assert_same_as_git for a sparse checkout: the same files, ``ls-files -s``
+    and skip-worktree bits (``ls-files -t``), a clean status naming the sparse
+    checkout as git's does, and index stat = lstat for the entries written."""
+    from pcheckout.git.index import read_index
+
+    assert snapshot(ours) == snapshot(theirs)
+    for args in (("ls-files", "-s", "-z"), ("ls-files", "-t", "-z"), ("rev-parse", "HEAD")):
+        assert git(ours, *args) == git(theirs, *args)
+    assert git(ours, "status", "--porcelain", "-z") == b""
+    assert git(ours, "status").replace(ours.name.encode(), b"X") == git(theirs, "status").replace(
+        theirs.name.encode(), b"X"
+    )
+    skipped = {rec[2:] for rec in git(ours, "ls-files", "-t", "-z").split(b"\0") if rec[:1] == b"S"}
+    for e in read_index(ours / ".git" / "index").entries:
+        present = os.path.lexists(os.fsencode(ours) + b"/" + e.path)
+        assert present != (e.path in skipped), e.path
+        if present:
+            st = os.lstat(os.fsencode(ours) + b"/" + e.path)
+            assert (e.mtime_s, e.mtime_ns) == divmod(st.st_mtime_ns, 10**9), e.path

@@ -270,7 +270,6 @@ def test_recurse_submodules_shallow(tmp_path: Path) -> None:
         assert_clone_same(tmp_path / "ours" / sub, tmp_path / "theirs" / sub)
 
 
-@pytest.mark.xfail(reason="checkout() honours sparse-checkout once issue 12 lands", strict=False)
 def test_sparse(tmp_path: Path, server: Path) -> None:
     for options in (["--sparse"], ["--sparse", "--filter=blob:none", "--branch", "release"]):
         tag = "-".join(options).replace("=", "").replace(":", "")
