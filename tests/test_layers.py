@@ -19,8 +19,9 @@ LAYERS = [
     {"pcheckout.plan"},
     {"pcheckout.context", "pcheckout.options"},
     {"pcheckout.write"},
-    {"pcheckout.switch", "pcheckout.export", "pcheckout.clone"},
+    {"pcheckout.switch", "pcheckout.export"},
     {"pcheckout.checkout"},
+    {"pcheckout.clone", "pcheckout.stage"},  # git clone, then checkout() (its public API)
     {"pcheckout.cli", "pcheckout.__main__"},
 ]
 
