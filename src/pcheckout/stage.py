@@ -38,8 +38,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pcheckout.errors import DestinationError, WriteError
+from pcheckout.fdio import write_all
 from pcheckout.fs import detect as fsdetect
-from pcheckout.git.index import write_all
 
 ENV = "PCHECKOUT_CLONE_STAGE"
 

@@ -26,7 +26,6 @@ from pcheckout.plan import policy
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
-    from pcheckout.clone import CloneResult, SubmoduleResult
     from pcheckout.fs.detect import FsInfo
     from pcheckout.options import Result
 
@@ -427,25 +426,8 @@ def _cmd_clone(words: Sequence[str], quiet: bool, debug: bool) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     elif not quiet:
-        print(_clone_summary(result))
+        print(render.clone_summary(result))
     return 0
-
-
-def _clone_summary(r: CloneResult) -> str:
-    parts = [f"cloned into '{r.directory}' in {r.clone_seconds:.2f} s"]
-    skipped = {"no-checkout": "no checkout (--no-checkout)", "bare": "bare: no checkout",
-               "mirror": "mirror: no checkout", "empty": "empty repository: no checkout"}
-    if r.checkout is not None:
-        parts.append(_summary(r.checkout))
-    elif r.skipped is not None:
-        parts.append(skipped.get(r.skipped, r.skipped))
-    if r.submodules:
-        parts.append(f"{_count_submodules(r.submodules)} submodules")
-    return "; ".join(parts)
-
-
-def _count_submodules(subs: Sequence[SubmoduleResult]) -> int:
-    return sum(1 + _count_submodules(s.submodules) for s in subs)
 
 
 def _command_index(argv: Sequence[str]) -> int | None:

@@ -9,6 +9,7 @@ plain output to a pipe and a checkout's dry run without a terminal do not need.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pcheckout.fs.kinds import rotational_flag
@@ -17,6 +18,7 @@ from pcheckout.plan.tunecache import cache_path
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from pcheckout.clone import CloneResult, SubmoduleResult
     from pcheckout.fs.detect import FsInfo
     from pcheckout.options import Result
     from pcheckout.plan.tunecache import TuneResult
@@ -189,3 +191,21 @@ def conversion_line(r: Result) -> str:
     why = ", ".join(f"{k} {v:,}" for k, v in r.conversion_reasons.items())
     by_git = f"; {r.converted_by_git:,} by git's filters" if r.converted_by_git else ""
     return f"converted: {r.converted:,} paths ({why}){by_git}"
+
+
+def clone_summary(r: CloneResult) -> str:
+    """One line after ``pcheckout clone``: the clone phase, then the checkout's summary."""
+    parts = [f"cloned into '{r.directory}' in {r.clone_seconds:.2f} s"]
+    skipped = {"no-checkout": "no checkout (--no-checkout)", "bare": "bare: no checkout",
+               "mirror": "mirror: no checkout", "empty": "empty repository: no checkout"}
+    if r.checkout is not None:
+        parts.append(summary(r.checkout))
+    elif r.skipped is not None:
+        parts.append(skipped.get(r.skipped, r.skipped))
+    if r.submodules:
+        parts.append(f"{_count_submodules(r.submodules)} submodules")
+    return "; ".join(parts)
+
+
+def _count_submodules(subs: Sequence[SubmoduleResult]) -> int:
+    return sum(1 + _count_submodules(s.submodules) for s in subs)
