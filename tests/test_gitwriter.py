@@ -212,7 +212,9 @@ def test_auto_picks_git_on_tmpfs_and_says_why(shm: Path, monkeypatch: pytest.Mon
 
 def test_old_git_falls_back_to_the_engine(shm: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PCHECKOUT_WRITER")
-    monkeypatch.setattr(runner, "git_version", lambda exe="git": (2, 31, 0))
+    old = lambda exe="git": (2, 31, 0)  # noqa: E731
+    monkeypatch.setattr(runner, "git_version", old)
+    monkeypatch.setattr("pcheckout.checkout.git_version", old)  # asked beside rev-parse
     src = make_repo(shm, MANY)
     theirs = clone_with_git(src, shm / "theirs")
     ours = clone_no_checkout(src, shm / "ours")

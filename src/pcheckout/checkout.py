@@ -28,19 +28,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pcheckout.context import Context, NullReporter, Reporter, both, concurrently
-from pcheckout.errors import DestinationError, WorktreeNotEmptyError, WriteError, quote_paths
+from pcheckout.errors import (
+    DestinationError,
+    Interrupted,
+    WorktreeNotEmptyError,
+    WriteError,
+    quote_paths,
+)
 from pcheckout.fs.listing import occupants
 from pcheckout.git import attributes
 from pcheckout.git.config import config_bool, read_config
 from pcheckout.git.pathsafety import check_entries
 from pcheckout.git.promisor import promisor_remotes
 from pcheckout.git.refs import Target, resolve_target, update_head
-from pcheckout.git.runner import Git, discover
+from pcheckout.git.runner import MIN_GIT, Git, discover, git_version
 from pcheckout.git.tree import Entry, list_tree
 from pcheckout.options import CheckoutOptions, ExportOptions, Result
 from pcheckout.plan.planner import plan_for
-from pcheckout.plan.policy import WorkerPlan
-from pcheckout.write.gitwriter import write_by_git
+from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
+from pcheckout.write import gitwriter
+from pcheckout.write.gitwriter import Reporting, write_by_git
 
 if TYPE_CHECKING:
     from pcheckout.fs.detect import FsInfo
@@ -70,12 +77,21 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     entries, head_entries = _list(ctx, target, state, sizes)
     check_entries(entries, ctx.config)
     if state.switching:
+        # Who writes is known from the filesystem alone; git's writer (without --force) is
+        # git's whole checkout: its two-way merge, its local-change protection and messages.
+        fs, first = plan_for(
+            _work_tree(ctx), entries=len(entries), nbytes=0, workers=opts.workers,
+            environ=opts.environ, config=ctx.config, adapt=False, writer=opts.writer,
+            git_version=ctx.git.version,
+        )
+        if first.writer == "git" and not opts.force and not opts.dry_run:
+            return _switch_by_git(ctx, opts, target, entries, head_entries, fs, first)
         # Imported here, as are the engine's modules below: where git's writer runs they are
         # never used, and importing them cost ~25 ms of CPU before git's writer could start
         # (docs/benchmarks.md, start-up).
         from pcheckout import switch
 
-        return switch.switch(ctx, opts, target, entries, head_entries)
+        return switch.switch(ctx, opts, target, entries, head_entries, fs=fs)
     root = _work_tree(ctx)
     if state.occupied and not state.resume:
         raise WorktreeNotEmptyError(
@@ -175,6 +191,38 @@ def _write_by_engine(
     return result
 
 
+def _switch_by_git(
+    ctx: Context,
+    opts: CheckoutOptions,
+    target: Target,
+    entries: list[Entry],
+    head_entries: list[Entry],
+    fs: FsInfo,
+    plan: WorkerPlan,
+) -> Result:
+    """The switch done by ``git checkout REV``: git refuses (its message, nothing changed) or
+    moves the work tree, the index and HEAD.  Written and deleted counts come from the two
+    trees (what differs between HEAD's and the target's), counted once git is done."""
+    report = Reporting(ctx.ui, plan.workers)
+    t0 = time.monotonic()
+    try:
+        gitwriter.switch(ctx.git, opts.rev, workers=plan.workers, threshold=PARALLEL_THRESHOLD,
+                         progress=report)
+    except KeyboardInterrupt:
+        raise Interrupted(2, "git's checkout stopped; run the same command again") from None
+    finally:
+        report.finish()
+    seconds = time.monotonic() - t0
+    in_head = {e.path: (e.mode, e.oid) for e in head_entries}
+    changed = [e for e in entries if in_head.get(e.path) != (e.mode, e.oid)]
+    gone = len(in_head.keys() - {e.path for e in entries})
+    result = Result("switch", len(changed), sum(max(e.size, 0) for e in changed), plan, fs,
+                    deleted=gone, seconds=seconds, written=len(changed))
+    result.bytes = -1  # not counted: git does not say
+    result.head = target.branch or (opts.rev if opts.rev == "HEAD" else f"detached at {opts.rev}")
+    return result
+
+
 def _select(ctx: Context, entries: list[Entry]) -> Selection | None:
     """Step 3: what is written.  None: everything, and every blob is here (no sparse
     checkout, no promisor remote); only then are git.sparse and write.partial (with the
@@ -196,8 +244,17 @@ def _fetch_attributes(ctx: Context, entries: list[Entry], sel: Selection) -> Non
 
 def _open(opts: CheckoutOptions, ui: Reporter) -> tuple[Context, Target, _State]:
     """Step 1: the repository, its config and the target, and what the work tree holds."""
-    git = Git(opts.directory, debug=ui.debug)
-    repo = discover(git)
+    # Independent git processes run side by side: on a network mount each one spends tens
+    # of round trips finding the repository before it answers, and on tmpfs each round of
+    # processes is ~2 ms before git's writer can start.  None of these four needs the
+    # version (the runner is given the oldest supported one until it is known); their
+    # errors count in this order: no git, no repository, then config and REV.
+    git = Git(opts.directory, debug=ui.debug, version=(*MIN_GIT, 0))
+    (version, repo), (config, target) = both(
+        lambda: both(lambda: git_version(git.exe), lambda: discover(git)),
+        lambda: both(lambda: read_config(git), lambda: resolve_target(git, opts.rev)),
+    )
+    git.version = version
     if repo.work_tree is None:
         raise DestinationError(
             f"{opts.directory} is a bare repository; use 'pcheckout export' to write a tree"
@@ -205,9 +262,6 @@ def _open(opts: CheckoutOptions, ui: Reporter) -> tuple[Context, Target, _State]
     occupied = occupants(repo.work_tree)
     resume = bool(occupied) and (repo.git_dir / IN_PROGRESS).exists()
     switching = bool(occupied) and not resume and repo.index_path.exists()
-    # Independent git processes run side by side: on a network mount each one
-    # spends tens of round trips finding the repository before it answers.
-    config, target = both(lambda: read_config(git), lambda: resolve_target(git, opts.rev))
     ctx = Context(git, repo, config, ui, opts.environ, opts.spawn)
     return ctx, target, _State(occupied, resume, switching)
 

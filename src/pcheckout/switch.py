@@ -36,7 +36,6 @@ from pcheckout.context import Context
 from pcheckout.errors import (
     SHOW_PATHS,
     DestinationError,
-    Interrupted,
     LocalChangesError,
     PcheckoutError,
     UntrackedInTheWayError,
@@ -57,9 +56,7 @@ from pcheckout.git.sparse import load as load_sparsity
 from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
 from pcheckout.options import CheckoutOptions, Result
 from pcheckout.plan.planner import plan_for
-from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
-from pcheckout.write import gitwriter
-from pcheckout.write.gitwriter import Reporting, write_by_git
+from pcheckout.write.gitwriter import write_by_git
 from pcheckout.write.indexout import (
     index_entry,
     index_version,
@@ -298,9 +295,11 @@ def switch(
     target: Target,
     entries: list[Entry],
     head_entries: list[Entry],
+    fs: FsInfo | None = None,
 ) -> Result:
     """Move a populated work tree from HEAD to ``target`` (``entries`` is its
-    tree, ``head_entries`` HEAD's), as ``git checkout REV`` does.
+    tree, ``head_entries`` HEAD's), as ``git checkout REV`` does; ``fs`` is the
+    destination's filesystem when already detected.
 
     In a sparse checkout (``git/sparse.py``) only paths in the cone are written;
     a skip-worktree entry's absent file is no local change; a path of the target
@@ -313,14 +312,6 @@ def switch(
     assert repo.work_tree is not None  # checkout() refused bare repositories
     root = repo.work_tree
     root_b = os.fsencode(root)
-    # Who writes is known from the filesystem alone; git's writer (without --force) is
-    # git's whole checkout: its two-way merge, its local-change protection and messages.
-    fs, first = plan_for(
-        root, entries=len(entries), nbytes=0, workers=opts.workers, environ=opts.environ,
-        config=config, adapt=False, writer=opts.writer, git_version=git.version,
-    )
-    if first.writer == "git" and not opts.force and not opts.dry_run:
-        return _switch_by_git(ctx, opts, target, entries, head_entries, fs, first)
     index = ix.read_index(repo.index_path)
     if any(e.stage for e in index.entries):
         raise DestinationError("the index has unmerged entries; resolve them first")
@@ -461,39 +452,6 @@ def _skip_worktree(e: Entry) -> ix.IndexEntry:
     """An entry outside the sparse checkout: skip-worktree, zero stat data (as git)."""
     return ix.IndexEntry(e.path, e.mode, bytes.fromhex(e.oid), 0, 0, 0, 0, 0, 0, 0, 0, 0,
                          extended_flags=ix.EXT_FLAG_SKIP_WORKTREE)  # fmt: skip
-
-
-def _switch_by_git(
-    ctx: Context,
-    opts: CheckoutOptions,
-    target: Target,
-    entries: list[Entry],
-    head_entries: list[Entry],
-    fs: FsInfo,
-    plan: WorkerPlan,
-) -> Result:
-    """The switch done by ``git checkout REV``: git refuses (its message, nothing changed) or
-    moves the work tree, the index and HEAD.  Written and deleted counts come from the two
-    trees (what differs between HEAD's and the target's)."""
-    in_head = {e.path: (e.mode, e.oid) for e in head_entries}
-    changed = [e for e in entries if in_head.get(e.path) != (e.mode, e.oid)]
-    gone = len(in_head.keys() - {e.path for e in entries})
-    result = Result("switch", len(changed), sum(max(e.size, 0) for e in changed), plan, fs,
-                    deleted=gone)
-    report = Reporting(ctx.ui, plan.workers)
-    t0 = time.monotonic()
-    try:
-        gitwriter.switch(ctx.git, opts.rev, workers=plan.workers, threshold=PARALLEL_THRESHOLD,
-                         progress=report)
-    except KeyboardInterrupt:
-        raise Interrupted(2, "git's checkout stopped; run the same command again") from None
-    finally:
-        report.finish()
-    result.seconds = time.monotonic() - t0
-    result.bytes = -1  # not counted: git does not say
-    result.written = len(changed)
-    result.head = target.branch or (opts.rev if opts.rev == "HEAD" else f"detached at {opts.rev}")
-    return result
 
 
 def _refuse_untracked_in_the_way(
