@@ -200,6 +200,13 @@ def fresh_rows(workers: tuple[int, ...], baseline: Path | None = None) -> list[R
     return rows
 
 
+def lean_rows(workers: tuple[int, ...]) -> list[Row]:
+    """--lean: pcheckout auto against git's default and git's checkout.workers=N only."""
+    rows = [Row("pcheckout auto", "pcheckout", None), Row("git default (workers=1)", "git", None)]
+    rows += [Row(f"git checkout.workers={n}", "git", n) for n in workers if n != 1]
+    return rows
+
+
 def switch_rows(workers: tuple[int, ...], baseline: Path | None = None) -> list[Row]:
     rows = [Row("pcheckout auto", "pcheckout", None), *baseline_rows(baseline),
             Row("git default (workers=1)", "git", None)]
@@ -219,6 +226,8 @@ def ensure_repo(repo_dir: Path, spec: genrepo.RepoSpec) -> tuple[Path, dict[str,
     """Generate (or reuse: generation is deterministic) the repository for ``spec``."""
     name = (f"big-{spec.big_blob_mib}mib-s{spec.seed}" if spec.big_blob_mib
             else f"{spec.shape}-{spec.files}-s{spec.seed}-c{spec.change:g}")
+    if spec.attributes != "none":
+        name += f"-a{spec.attributes}"
     path = repo_dir / name
     done = path / "genrepo.json"
     if done.exists():
@@ -329,7 +338,7 @@ class Table:
         self.poll_rss = poll_rss
         self.env = bench_env()
         self.expect_head = repo["v2"] or repo["v1"] if rev != "HEAD" else None
-        self.entries = tree_entry_count(src, "main")
+        self.entries = tree_entry_count(src, repo.get("ref", "main"))
 
     def _git(self, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["git", "-C", str(cwd), *args], env=self.env,
@@ -541,11 +550,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--repo-dir", type=Path, default=PROJECT / "bench-out" / "repos",
                     help="where generated repositories are cached")
     ap.add_argument("--out", type=Path, default=PROJECT / "bench-out" / "run.json")
+    ap.add_argument("--attributes", default="none",
+                    help="comma list of genrepo attribute sets, a table each "
+                    f"({','.join(genrepo.ATTRIBUTE_SETS)}; default none)")
+    ap.add_argument("--src-repo", type=Path, action="append", default=[], metavar="REPO",
+                    help="also (or, with --no-generated, only) time fresh checkouts of this "
+                    "existing repository's HEAD (cloned --shared; may be read-only)")
+    ap.add_argument("--no-generated", action="store_true",
+                    help="no generated repositories (with --src-repo)")
+    ap.add_argument("--lean", action="store_true",
+                    help="fresh tables with only pcheckout auto, git's default and git's "
+                    "checkout.workers rows")
     ap.add_argument("--baseline", type=Path, metavar="SRC",
                     help="another pcheckout's src/ directory (e.g. a git worktree of an older "
                     "commit): adds rows running it beside this tree's, interleaved")
     a = ap.parse_args(argv)
     a.dests = [d.strip() for d in a.dest.split(",") if d.strip()]
+    a.attribute_sets = [x.strip() for x in a.attributes.split(",") if x.strip()]
+    for x in a.attribute_sets:
+        if x not in genrepo.ATTRIBUTE_SETS:
+            ap.error(f"unknown attribute set {x!r}")
     for d in a.dests:
         if d not in DESTS and not _fuse_latency(d):
             ap.error(f"unknown destination {d!r} (choose from {', '.join(DESTS)}, "
@@ -590,9 +614,9 @@ def main(argv: list[str] | None = None) -> int:
     report: list[str] = []
 
     def repo(files: int, change: float = SWITCH_CHANGE,
-             big: int = 0) -> tuple[Path, dict[str, Any]]:
+             big: int = 0, attributes: str = "none") -> tuple[Path, dict[str, Any]]:
         spec = genrepo.RepoSpec(shape=a.shape, files=files, seed=a.seed, change=change,
-                                big_blob_mib=big)
+                                big_blob_mib=big, attributes=attributes)
         path, meta = ensure_repo(a.repo_dir, spec)
         result["repos"][meta["name"]] = meta
         warm(path)
@@ -624,13 +648,21 @@ def main(argv: list[str] | None = None) -> int:
                                      "backing_fs_type": benchlib.fs_type(d.backing),
                                      "latency_ms": d.latency_ms}
             dests.append(d)
+        fresh = lean_rows(a.worker_list) if a.lean else fresh_rows(a.worker_list, a.baseline)
         for d in dests:
+            for src_repo in a.src_repo:
+                src, meta = existing_repo(src_repo)
+                result["repos"][meta["name"]] = meta
+                warm(src)
+                emit(Table("fresh", d, src, meta, fresh, a.runs, "HEAD"))
+            if a.no_generated:
+                continue
             files = a.fuse_files if d.latency_ms is not None else a.files
-            src, meta = repo(files)
-            if not a.no_fresh:
-                emit(Table("fresh", d, src, meta, fresh_rows(a.worker_list, a.baseline), a.runs,
-                           "HEAD"))
+            for attrs in a.attribute_sets if not a.no_fresh else []:
+                src, meta = repo(files, attributes=attrs)
+                emit(Table("fresh", d, src, meta, fresh, a.runs, "HEAD"))
             if a.switch:
+                src, meta = repo(files)
                 emit(Table("switch", d, src, meta, switch_rows(a.worker_list, a.baseline), a.runs,
                            "v2"))
         if a.scaling_list and dests:
@@ -652,6 +684,15 @@ def main(argv: list[str] | None = None) -> int:
     print(targets(result["tables"]))
     print(f"[bench] wrote {a.out} and {a.out.with_suffix('.md')}")
     return 0
+
+
+def existing_repo(path: Path) -> tuple[Path, dict[str, Any]]:
+    """An existing repository to time (its HEAD), described as ensure_repo describes its own."""
+    path = path.resolve()
+    head = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    return path, {"name": path.name, "v1": head, "v2": None, "ref": "HEAD",
+                  "spec": {"existing": True}}
 
 
 def compile_bytecode(src: Path = PROJECT / "src") -> str:
