@@ -652,13 +652,15 @@ def plan_conversion(
     environ: Mapping[str, str] | None = None,
     tree_entries: Sequence[Entry] | None = None,
     only: Sequence[int] | None = None,
+    lookup: bool = True,
 ) -> ConversionPlan:
     """Per-entry conversion for writing ``entries`` of ``tree`` (a checkout, or a switch
     writing some of ``tree_entries``: the whole tree, whose .gitattributes count);
-    ``only``: the indexes actually written (a sparse checkout's cone)."""
+    ``only``: the indexes actually written (a sparse checkout's cone); ``lookup=False``:
+    the sources only (git's own writer decides per path itself)."""
     whole = entries if tree_entries is None else tree_entries
     sources = conversion_sources(whole, config, repo.common_dir, environ)
-    if not sources:
+    if not sources or not lookup:
         return ConversionPlan(sources, [None] * len(entries))
     todo = [i for i in (range(len(entries)) if only is None else only) if convertible(entries[i])]
     with TreeAttributes(git, repo, tree, whole) as attrs:
