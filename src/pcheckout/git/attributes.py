@@ -461,14 +461,27 @@ def _value(raw: bytes) -> AttrValue:
     return raw.decode("utf-8", "surrogateescape")
 
 
-def _attr_git(git: Git, repo: Repo, extra_env: Mapping[str, str]) -> Git:
-    """A runner at the repository's top (check-attr takes paths relative to
-    the current directory) with GIT_FLUSH=0: check-attr otherwise flushes
-    after every path when its output is a pipe (write-or-die.c)."""
+def _attr_git(
+    git: Git, repo: Repo, extra_env: Mapping[str, str], *, worktree: bool = False
+) -> Git:
+    """A runner for check-attr and the temporary index, with GIT_FLUSH=0 (check-attr
+    otherwise flushes after every path when its output is a pipe: write-or-die.c).
+
+    Attributes of a tree need no work tree: git runs with ``GIT_DIR`` set from a local
+    directory, so it neither searches for the repository nor stats anything on the way
+    (on the 1 ms latency filesystem that took update-index + check-attr of a 1,000-file
+    tree from ~300 to ~100 ms, docs/benchmarks.md "Attributes").  The work tree's own
+    attributes (``worktree``) need its top as the current directory (paths are relative
+    to it)."""
     base = dict(os.environ if git.env is None else git.env)
     base.update({"GIT_FLUSH": "0", **extra_env})
-    top = repo.work_tree if repo.work_tree is not None else repo.git_dir
-    return Git(top, debug=git.debug, env=base, exe=git.exe, version=git.version)
+    if worktree:
+        top = repo.work_tree if repo.work_tree is not None else repo.git_dir
+        return Git(top, debug=git.debug, env=base, exe=git.exe, version=git.version)
+    base["GIT_DIR"] = str(repo.git_dir)
+    base.pop("GIT_WORK_TREE", None)
+    return Git(Path(tempfile.gettempdir()), debug=git.debug, env=base, exe=git.exe,
+               version=git.version)
 
 
 def fetch_attributes(git: Git, entries: Sequence[Entry], remotes: Sequence[str]) -> list[str]:
@@ -558,7 +571,7 @@ class TreeAttributes:
             if not self.worktree:
                 args.append("--cached")
             env["GIT_INDEX_FILE"] = self.index_file
-        runner = _attr_git(self.git, self.repo, env)
+        runner = _attr_git(self.git, self.repo, env, worktree=self.worktree)
         out = runner.out(*args, *names, input=b"\0".join(paths) + b"\0",
                          what="git check-attr failed")
         fields = out.split(b"\0")
