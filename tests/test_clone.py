@@ -334,3 +334,19 @@ def test_staged_clone_failure_leaves_nothing(tmp_path: Path) -> None:
     assert proc.returncode == 128
     assert "does not appear to be a git repository" in proc.stderr
     assert not (tmp_path / "ours").exists()
+
+
+def test_post_checkout_hook_runs_as_in_git_clone(tmp_path: Path, server: Path) -> None:
+    template = tmp_path / "template"
+    (template / "hooks").mkdir(parents=True)
+    hook = template / "hooks" / "post-checkout"
+    hook.write_text('#!/bin/sh\necho "$@" > .git/post-checkout-args\n')
+    hook.chmod(0o755)
+    for options in ([], ["--no-checkout"]):
+        tag = "".join(options)
+        git_clone(tmp_path, f"--template={template}", *options, url(server), f"theirs{tag}")
+        pcheckout_clone(tmp_path, f"--template={template}", *options, url(server), f"ours{tag}")
+        assert_clone_same(tmp_path / f"ours{tag}", tmp_path / f"theirs{tag}")
+    args = (tmp_path / "ours/.git/post-checkout-args").read_text().split()
+    assert args[0] == "0" * 40 and args[2] == "1"
+    assert not (tmp_path / "ours--no-checkout/.git/post-checkout-args").exists()

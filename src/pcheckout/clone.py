@@ -38,6 +38,7 @@ from pcheckout.checkout import checkout
 from pcheckout.context import NullReporter, Reporter
 from pcheckout.errors import (
     GitCloneError,
+    HookError,
     Interrupted,
     UnknownRevisionError,
     UsageError,
@@ -517,10 +518,40 @@ def clone(opts: CloneOptions, ui: CloneReporter) -> CloneResult:
             raise Interrupted(exc.signum, hint) from None
         except KeyboardInterrupt:
             raise Interrupted(signal.SIGINT, hint) from None
+        if result.checkout is not None:
+            run_post_checkout(target, opts.environ, ui)
         if result.checkout is not None and args.recurse_submodules:
             result.submodules = update_submodules(target, args, opts.environ, ui, opts.workers)
     result.seconds = time.monotonic() - t0
     return result
+
+
+#: ``git hook run`` came in git 2.36; before it the hook file is run directly.
+GIT_HOOK_RUN = (2, 36)
+
+
+def run_post_checkout(work: Path, environ: dict[str, str], ui: CloneReporter) -> None:
+    """git clone runs the post-checkout hook after its checkout (builtin/clone.c:
+    checkout(), arguments: the null id, HEAD, 1), before the submodules; a
+    failing hook makes git clone fail with exit 1 after a complete checkout."""
+    git = Git(work, debug=ui.debug, env=environ)
+    out = git.out("rev-parse", "--git-path", "hooks/post-checkout", "HEAD").decode()
+    hook, head = (out.splitlines() + ["", ""])[:2]
+    path = work / hook
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        return
+    null = "0" * len(head)
+    if git.has(GIT_HOOK_RUN):
+        cmd = ["git", "hook", "run", "post-checkout", "--", null, head, "1"]
+    else:  # pragma: no cover - git < 2.36
+        cmd = [str(path), null, head, "1"]
+    ui.debug("running: " + " ".join(cmd))
+    proc = subprocess.run(cmd, cwd=work, env=environ, stdout=2, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise HookError(
+            f"the post-checkout hook failed (exit {proc.returncode}); "
+            "the clone and its checkout are complete"
+        )
 
 
 def run_git_clone(

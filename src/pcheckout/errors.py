@@ -8,6 +8,7 @@ that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
     ├── UsageError              bad command line (exit 2)
     ├── GitError                a git command failed / git missing or too old
     │   ├── GitCloneError       git clone failed (it said why; exit with its code)
+    │   ├── HookError           a hook run as git runs it (clone's post-checkout) failed
     │   ├── NotARepositoryError
     │   ├── UnknownRevisionError
     │   ├── CatFileError        a cat-file worker died, lied or was truncated
@@ -192,3 +193,7 @@ class GitCloneError(GitError):
     def __init__(self, message: str, exit_code: int) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class HookError(GitError):
+    """A git hook pcheckout ran as git would (clone's post-checkout) failed."""
