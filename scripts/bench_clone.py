@@ -7,7 +7,11 @@ directory on a fresh latencyfs mount (1 ms by default):
   ``git -c checkout.workers=N clone`` for each N of ``--workers``;
 - ``pcheckout clone`` with no flags;
 - ``git clone --no-checkout`` and ``pcheckout clone --no-checkout``: the clone
-  phase alone.
+  phase alone;
+- with ``--stage-ab``: only pcheckout with and without staging the git dir
+  (``PCHECKOUT_CLONE_STAGE=never``, see src/pcheckout/stage.py), both phases
+  and the clone phase alone, beside git's rows for the clone phase and the
+  last ``--workers`` count.
 
 Every command gets the source as a local path with ``--shared`` by default (no
 pack is made or copied: the clone phase is git's own metadata work on the
@@ -56,6 +60,12 @@ def main() -> int:
         help="'shared': PATH with --shared; 'file': file://PATH",
     )
     ap.add_argument(
+        "--stage-ab",
+        action="store_true",
+        help="pcheckout with and without staging (PCHECKOUT_CLONE_STAGE=never), git clone "
+        "--no-checkout and the last --workers row only",
+    )
+    ap.add_argument(
         "--base",
         type=Path,
         default=Path("/dev/shm") if os.path.isdir("/dev/shm") else Path(tempfile.gettempdir()),
@@ -83,6 +93,15 @@ def main() -> int:
     rows["pcheckout clone"] = pc
     rows["git clone --no-checkout"] = ["git", "clone", "-q", "--no-checkout"]
     rows["pcheckout clone --no-checkout"] = [*pc, "--no-checkout"]
+    envs = {name: env for name in rows}
+    if args.stage_ab:
+        del rows["git clone"]
+        for n in args.workers.split(",")[:-1]:
+            del rows[f"git -c checkout.workers={n} clone"]
+        no_stage = {**env, "PCHECKOUT_CLONE_STAGE": "never"}
+        for name in ("pcheckout clone", "pcheckout clone --no-checkout"):
+            rows[f"{name} (not staged)"] = rows[name]
+            envs[f"{name} (not staged)"] = no_stage
     times: dict[str, list[float]] = {name: [] for name in rows}
     names = list(rows)
     print(f"load before: {os.getloadavg()[0]:.2f}", file=sys.stderr)
@@ -95,7 +114,8 @@ def main() -> int:
                 backing = Path(tmp) / f"backing-{r}-{k}"
                 mnt = Path(tempfile.mkdtemp(prefix="bench-clone-mnt-"))
                 with lfs.mounted(backing, mnt, latency_ms=args.latency_ms):
-                    t = benchlib.run_timed([*rows[name], *source, "w"], env, cwd=mnt)
+                    cmd = [*rows[name], *source, "w"]
+                    t = benchlib.run_timed(cmd, envs.get(name, env), cwd=mnt)
                 os.rmdir(mnt)
                 benchlib.rmtree(backing)
                 if t.returncode != 0:
@@ -104,8 +124,9 @@ def main() -> int:
                 times[name].append(t.seconds)
             print(f"round {r + 1}/{args.runs} done, load {os.getloadavg()[0]:.2f}", file=sys.stderr)
     med = {n: statistics.median(v) for n, v in times.items()}
-    git_default = med["git clone"]
+    git_default = med.get("git clone", float("nan"))
     best_name = min((n for n in names if n.startswith("git -c")), key=lambda n: med[n])
+    # (with --stage-ab the only git -c row is the given one)
     print(f"load after: {os.getloadavg()[0]:.2f}", file=sys.stderr)
     print(
         f"source: {args.url}, latency {args.latency_ms} ms, {args.runs} runs, "

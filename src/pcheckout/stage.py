@@ -5,11 +5,12 @@ is git's metadata work there, one round trip at a time: writing the fetched
 refs into packed-refs, git checks each new name against the loose refs
 (refs.c:refs_verify_refname_available iterates "refs/tags/NAME/"), an lstat
 of .git/refs/tags/NAME per tag that no cache answers.  With 1,006 tags on
-the 1 ms latency filesystem that is 1.4 s of git's 1.7 s (docs/benchmarks.md,
-"pcheckout clone").  The same clone into a local directory takes a fraction
-of that, and the git dir it leaves is a few dozen small files when the
-objects are borrowed (``--shared``, ``--reference``): copying those costs a
-few round trips per file, in parallel.
+the 1 ms latency filesystem those lstats summed to 1.35-1.42 s in traced
+runs of a clone that takes 1.79 s untraced (docs/benchmarks.md, "pcheckout
+clone").  The same clone into a local directory takes a fraction of that,
+and the git dir it leaves is a few dozen small files when the objects are
+borrowed (``--shared``, ``--reference``): copying those costs a few round
+trips per file, in parallel (~75 ms there).
 
 So ``pcheckout clone`` runs ``git clone --separate-git-dir=SCRATCH/git``
 (git itself creates the work tree, with its own checks and messages, and
