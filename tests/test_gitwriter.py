@@ -288,3 +288,34 @@ def test_blobless_checkout_by_git_matches_git(tmp_path: Path) -> None:
     assert snapshot(ours) == snapshot(theirs)
     assert git(ours, "ls-files", "-s", "-t") == git(theirs, "ls-files", "-s", "-t")
     assert git(ours, "status", "--porcelain") == b""
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, int]] = []
+
+    def debug(self, message: str) -> None:
+        pass
+
+    def start(self, files: int, nbytes: int, workers: int) -> None:
+        self.calls.append(("start", files, workers))
+
+    def update(self, files: int, nbytes: int) -> None:
+        self.calls.append(("update", files, nbytes))
+
+    def finish(self) -> None:
+        self.calls.append(("finish", 0, 0))
+
+
+def test_gits_progress_reaches_the_reporter(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, MANY)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    ui = _Recorder()
+    report = gitwriter.Reporting(ui, 3)
+    gitwriter.write_tree(Git(ours), _tree(ours), workers=3, threshold=100, progress=report)
+    report.finish()
+    assert ui.calls[0] == ("start", len(MANY), 3)  # git's own total
+    updates = [c for c in ui.calls if c[0] == "update"]
+    assert updates[-1] == ("update", len(MANY), 0)  # files only: git does not count bytes
+    assert [u[1] for u in updates] == sorted(u[1] for u in updates)
+    assert ui.calls[-1][0] == "finish"
