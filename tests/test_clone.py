@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 from clonehelp import (
     assert_clone_same,
+    assert_git_dir_same,
     git_clone,
     make_server,
     pcheckout_clone,
     url,
 )
-from helpers import git, run_cli
+from helpers import git, run_cli, snapshot
 
 from pcheckout.clone import guess_dir_name, parse_args
 from pcheckout.stage import ENV as STAGE
@@ -36,6 +37,9 @@ def server(tmp_path: Path) -> Path:
         ["--no-tags", "-b", "release"],
         ["--no-checkout"],
         ["-n", "--depth=2"],
+        ["--single-branch", "--branch", "v2"],
+        ["--shallow-since=2019-06-01", "--no-single-branch"],
+        ["--reference", "{server}", "--dissociate"],
     ],
     ids=[
         "plain",
@@ -47,9 +51,13 @@ def server(tmp_path: Path) -> Path:
         "no-tags",
         "no-checkout",
         "n-depth2",
+        "single-branch-tag",
+        "shallow-since",
+        "reference-dissociate",
     ],
 )
 def test_clone_equals_git_clone(tmp_path: Path, server: Path, options: list[str]) -> None:
+    options = [o.replace("{server}", str(server)) for o in options]
     git_clone(tmp_path, *options, url(server), "theirs")
     pcheckout_clone(tmp_path, *options, url(server), "ours")
     assert_clone_same(tmp_path / "ours", tmp_path / "theirs")
@@ -350,3 +358,16 @@ def test_post_checkout_hook_runs_as_in_git_clone(tmp_path: Path, server: Path) -
     args = (tmp_path / "ours/.git/post-checkout-args").read_text().split()
     assert args[0] == "0" * 40 and args[2] == "1"
     assert not (tmp_path / "ours--no-checkout/.git/post-checkout-args").exists()
+
+
+def test_separate_git_dir(tmp_path: Path, server: Path) -> None:
+    git_clone(tmp_path, "--separate-git-dir", str(tmp_path / "theirs.git"), url(server), "theirs")
+    pcheckout_clone(tmp_path, f"--separate-git-dir={tmp_path / 'ours.git'}", url(server), "ours")
+    assert (tmp_path / "ours/.git").read_text() == f"gitdir: {tmp_path / 'ours.git'}\n"
+    assert_git_dir_same(tmp_path / "ours.git", tmp_path / "theirs.git")
+    ours, theirs = snapshot(tmp_path / "ours"), snapshot(tmp_path / "theirs")
+    assert ours.pop(b".git") != theirs.pop(b".git")  # each names its own git dir
+    assert ours == theirs
+    for args in (("ls-files", "-s", "-z"), ("rev-parse", "HEAD"), ("status", "--porcelain")):
+        assert git(tmp_path / "ours", *args) == git(tmp_path / "theirs", *args)
+    assert git(tmp_path / "ours", "status", "--porcelain", "--ignored") == b""
