@@ -27,6 +27,7 @@ import re
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from pathlib import Path
 
 from pcheckout.errors import GitError
@@ -82,7 +83,10 @@ def conversion_sources(
     sources here (``classify`` still reads them for the paths that have one)."""
     env = os.environ if environ is None else environ
     sources: list[str] = []
-    if any(is_gitattributes(e.path) for e in entries):
+    # One join and two searches in C: a Python call per entry was ~70 ms for 40k entries
+    # (load ~14) before git's writer could start.
+    joined = b"\0" + b"\0".join(map(attrgetter("path"), entries)) + b"\0"
+    if b"\0" + GITATTRIBUTES + b"\0" in joined or b"/" + GITATTRIBUTES + b"\0" in joined:
         sources.append("the tree has .gitattributes")
     if autocrlf(config) == "true":
         sources.append("core.autocrlf=true")
