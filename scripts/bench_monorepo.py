@@ -48,9 +48,10 @@ def make_server(repo: Path, where: Path) -> Path:
     return server
 
 
-def prepare(server: Path, backing: Path, sparse: list[str]) -> Path:
+def prepare(server: Path, backing: Path, sparse: list[str], blobless: bool = True) -> Path:
     work = backing / "w"
-    _git("clone", "-q", "--filter=blob:none", "--no-checkout", f"file://{server}", str(work))
+    flt = ["--filter=blob:none"] if blobless else []
+    _git("clone", "-q", *flt, "--no-checkout", f"file://{server}", str(work))
     if sparse:
         _git("-C", str(work), "sparse-checkout", "set", "--cone", *sparse)
     return work
@@ -62,8 +63,12 @@ def main() -> int:
     p.add_argument("--dest", default="tmpfs", help="tmpfs or fuseMS (e.g. fuse1)")
     p.add_argument("--git-workers", default="1,32", help="checkout.workers values for git rows")
     p.add_argument("--pcheckout-workers", default="", help="extra pcheckout --workers rows")
+    p.add_argument("--pcheckout-rows", default="",
+                   help="extra pcheckout rows: argument strings separated by ';' "
+                        "(e.g. '--writer pcheckout')")  # fmt: skip
     p.add_argument("--sparse", default="", help="cone directories, comma-separated")
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--no-filter", action="store_true", help="full clones instead of blobless")
     p.add_argument("--server-dir", type=Path, default=Path("/var/tmp"),
                    help="local disk for the server copy")  # fmt: skip
     p.add_argument("--out", type=Path, help="JSON with every run")
@@ -74,6 +79,8 @@ def main() -> int:
     rows: list[tuple[str, list[str]]] = [("pcheckout auto", [*pcheckout_cmd(), "checkout", "-q"])]
     for n in [x for x in args.pcheckout_workers.split(",") if x]:
         rows.append((f"pcheckout --workers {n}", [*pcheckout_cmd(), "checkout", "-q", "-j", n]))
+    for extra in [x.split() for x in args.pcheckout_rows.split(";") if x.strip()]:
+        rows.append((f"pcheckout {' '.join(extra)}", [*pcheckout_cmd(), "checkout", "-q", *extra]))
     for n in [x for x in args.git_workers.split(",") if x]:
         rows.append((f"git checkout.workers={n}", ["git", "-c", f"checkout.workers={n}",
                                                    "checkout", "-q", "-f", "HEAD"]))  # fmt: skip
@@ -91,7 +98,7 @@ def main() -> int:
                 mnt = base / "mnt"
                 benchlib.rmtree(backing)
                 backing.mkdir()
-                prepare(server, backing, sparse)
+                prepare(server, backing, sparse, blobless=not args.no_filter)
                 if latency is not None:
                     latencyfs.mount(backing, mnt, latency_ms=latency)
                     work = mnt / "w"
@@ -123,7 +130,8 @@ def main() -> int:
         shutil.rmtree(server_base, ignore_errors=True)
     git_rows = [n for n in results if n.startswith("git") and results[n]]
     best = min(git_rows, key=lambda n: statistics.median(results[n])) if git_rows else None
-    print(f"\n*{args.dest}, {args.repo.name}, blobless"
+    kind = "full clone" if args.no_filter else "blobless"
+    print(f"\n*{args.dest}, {args.repo.name}, {kind}"
           f"{', sparse cone ' + ' '.join(sparse) if sparse else ''}; {args.runs} runs*\n")
     print(f"| row | median s | min s | max s | ÷ {best or 'git'} | files |")
     print("|---|---:|---:|---:|---:|---|")

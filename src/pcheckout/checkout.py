@@ -39,7 +39,7 @@ from pcheckout.fs.listing import occupants
 from pcheckout.git import attributes
 from pcheckout.git.config import config_bool, read_config
 from pcheckout.git.pathsafety import check_entries
-from pcheckout.git.promisor import promisor_remotes
+from pcheckout.git.promisor import local_objects, promisor_remotes
 from pcheckout.git.refs import Target, resolve_target, update_head
 from pcheckout.git.runner import MIN_GIT, Git, discover, git_version
 from pcheckout.git.tree import Entry, list_tree
@@ -72,9 +72,14 @@ class _State:
 
 def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     ctx, target, state = _open(opts, ui or NullReporter())
-    # A partial clone lacks blobs: ls-tree -l would fetch each one for its size.
-    sizes = opts.dry_run and not promisor_remotes(ctx.config)
-    entries, head_entries = _list(ctx, target, state, sizes)
+    # A partial clone lacks blobs: ls-tree -l would fetch each one for its size; which
+    # are local is listed beside the tree (each git process costs round trips on a mount).
+    partial = bool(promisor_remotes(ctx.config))
+    sizes = opts.dry_run and not partial
+    (entries, head_entries), have = both(
+        lambda: _list(ctx, target, state, sizes),
+        lambda: local_objects(ctx.git) if partial and not state.switching else None,
+    )
     check_entries(entries, ctx.config)
     if state.switching:
         # Who writes is known from the filesystem alone; git's writer (without --force) is

@@ -70,10 +70,12 @@ def select(
     sparsity: Sparsity | None,
     *,
     candidates: Sequence[int] | None = None,
+    have: set[str] | None = None,
 ) -> Selection:
     """Decide what of ``entries`` (or of ``candidates``, indexes into it) is written:
     the in-cone ones, and among those which blobs a partial clone still lacks
-    (found without fetching; an ordinary clone costs nothing here)."""
+    (found without fetching; an ordinary clone costs nothing here).  ``have``: the
+    local objects if already listed (``promisor.local_objects``)."""
     todo = range(len(entries)) if candidates is None else candidates
     skip = [False] * len(entries)
     wanted: list[int] = []
@@ -87,7 +89,10 @@ def select(
     sel.remotes = promisor_remotes(ctx.config)
     if sel.remotes and wanted:
         blobs = [entries[i].oid for i in wanted if entries[i].mode != MODE_GITLINK]
-        sel.missing = set(missing_objects(ctx.git, blobs))
+        if have is None:
+            sel.missing = set(missing_objects(ctx.git, blobs))
+        else:  # the local objects, listed beside the tree (git/promisor.py local_objects)
+            sel.missing = {oid for oid in blobs if oid not in have}
     return sel
 
 

@@ -28,7 +28,6 @@ from typing import Protocol
 from pcheckout.git.attributes import is_gitattributes
 from pcheckout.git.promisor import (
     FIRST_BATCH,
-    MAX_BATCH,
     Fetched,
     Prefetch,
     PromisorFetchError,
@@ -85,8 +84,8 @@ def plan_fetch(
 ) -> FetchPlan:
     """Batches for the missing blobs of ``wanted`` (gitlinks are never fetched):
     ``.gitattributes`` first, then tree order (neighbours share directories, and a
-    round writes whole directories), doubling from ``first`` up to a share of the
-    total that keeps ``fetchers`` busy."""
+    round writes whole directories); ``first`` blobs, then with several ``fetchers``
+    the rest shared among the others, with one the batches doubling."""
     present: list[int] = []
     waiting: dict[str, list[int]] = {}
     attrs: list[str] = []
@@ -101,13 +100,23 @@ def plan_fetch(
             (attrs if is_gitattributes(e.path) else order).append(e.oid)
         waiting[e.oid].append(i)
     oids = attrs + order
-    cap = max(first, min(MAX_BATCH, -(-len(oids) // max(1, 2 * fetchers)))) if fetchers > 1 \
-        else MAX_BATCH  # fmt: skip
     batches: list[list[str]] = []
-    k = 0
-    for size in batch_sizes(len(oids), first=first, cap=cap):
-        batches.append(oids[k : k + size])
-        k += size
+    if fetchers > 1:
+        # A small first batch, so writing starts soon, and the rest in one batch per other
+        # fetcher, fetched meanwhile: every round of writes starts its writers' cat-files
+        # anew, so few rounds (docs/benchmarks.md, "Blobless checkout").
+        batches = [oids[:first]] if oids else []
+        rest = oids[first:]
+        parts = max(1, fetchers - 1)
+        for j in range(parts):
+            part = rest[len(rest) * j // parts : len(rest) * (j + 1) // parts]
+            if part:
+                batches.append(part)
+    else:
+        k = 0
+        for size in batch_sizes(len(oids), first=first):
+            batches.append(oids[k : k + size])
+            k += size
     if attrs and len(batches[0]) < len(attrs):  # all attributes in the first batch
         merged = oids[: len(attrs)]
         rest = oids[len(attrs) :]
