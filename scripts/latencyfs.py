@@ -118,6 +118,10 @@ def mount(
     cache_seconds: float = 3.0,
     threads: int | None = None,
     max_background: int | None = None,
+    fault_errno: str | None = None,
+    fault_ops: str | None = None,
+    fault_match: str | None = None,
+    fault_times: int | None = None,
 ) -> None:
     """Mount a latencyfs over ``backing`` at ``mountpoint``; return once it is live.
 
@@ -126,6 +130,9 @@ def mount(
     requests served at once (default: unlimited); ``cache_seconds`` is the
     kernel's entry/attribute timeout (0 = no caching).  ``threads`` and
     ``max_background`` override the daemon's tuning (see docs/latencyfs.md).
+    ``fault_errno`` (``"EIO"``, ``"ESTALE"``, ...) makes the requests named by
+    ``fault_ops`` (``"create,write,flush,mkdir,symlink"``; default create) on names
+    containing ``fault_match`` fail, ``fault_times`` times in all (default: always).
     """
     args = [
         "--latency-ms", _ms("latency_ms", latency_ms),
@@ -143,6 +150,16 @@ def mount(
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise LatencyFsError(f"{name} must be a positive integer, not {value!r}")
         args += ["--" + name.replace("_", "-"), str(value)]
+    if fault_errno is not None:
+        args += ["--fault-errno", fault_errno]
+        if fault_ops is not None:
+            args += ["--fault-ops", fault_ops]
+        if fault_match is not None:
+            args += ["--fault-match", fault_match]
+        if fault_times is not None:
+            if isinstance(fault_times, bool) or not isinstance(fault_times, int) or fault_times < 0:
+                raise LatencyFsError(f"fault_times must be a count, not {fault_times!r}")
+            args += ["--fault-times", str(fault_times)]
 
     if not Path("/dev/fuse").exists():
         raise LatencyFsError("/dev/fuse does not exist: FUSE is not available here")
@@ -236,6 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     p_mount.add_argument("--cache-seconds", type=float, default=3.0)
     p_mount.add_argument("--threads", type=int, default=None, help=argparse.SUPPRESS)
     p_mount.add_argument("--max-background", type=int, default=None, help=argparse.SUPPRESS)
+    p_mount.add_argument("--fault-errno", default=None,
+                         help="answer this errno (EIO, ESTALE, ...) instead of serving requests")
+    p_mount.add_argument("--fault-ops", default=None,
+                         help="requests that fail: create,mkdir,symlink,write,flush (create)")
+    p_mount.add_argument("--fault-match", default=None,
+                         help="only names or backing paths containing this")
+    p_mount.add_argument("--fault-times", type=int, default=None,
+                         help="fail this many requests in all (default: every one)")
     p_umount = sub.add_parser("umount", help="unmount and wait until gone")
     p_umount.add_argument("mountpoint")
     sub.add_parser("build", help="build the daemon only")
@@ -255,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
                 cache_seconds=ns.cache_seconds,
                 threads=ns.threads,
                 max_background=ns.max_background,
+                fault_errno=ns.fault_errno,
+                fault_ops=ns.fault_ops,
+                fault_match=ns.fault_match,
+                fault_times=ns.fault_times,
             )
     except LatencyFsError as exc:
         print(f"latencyfs: error: {exc}", file=sys.stderr)

@@ -24,6 +24,14 @@
  *     --max-background N   kernel max_background (default 512)
  *     --no-clone-fd        all workers read the one /dev/fuse fd
  *     --allow-other        let every user in (allow_other,default_permissions)
+ *     --fault-errno E      answer E (EIO, ESTALE, EAGAIN, EINTR, ETIMEDOUT, ENOSPC or a
+ *                          number) instead of doing the operation: fault injection
+ *     --fault-ops LIST     which requests fail: create,mkdir,symlink,write,flush
+ *                          (default create)
+ *     --fault-match S      only for names (create, mkdir, symlink) or backing paths
+ *                          (write, flush) containing S (default: all)
+ *     --fault-times N      fail N matching requests in all, then serve them
+ *                          (default: fail every one)
  *     -f                   stay in the foreground
  *     -d                   libfuse debug output (implies -f)
  *     -o OPTS              extra mount options passed to libfuse
@@ -99,6 +107,50 @@ static struct config cfg = {
 };
 
 static sem_t slots;
+
+/* ---------------------------------------------------------- fault injection */
+
+#define FAULT_CREATE 1u
+#define FAULT_MKDIR 2u
+#define FAULT_SYMLINK 4u
+#define FAULT_WRITE 8u
+#define FAULT_FLUSH 16u
+
+static int fault_errno;               /* 0: no faults */
+static unsigned fault_ops = FAULT_CREATE;
+static const char *fault_match;       /* NULL: every name */
+static long fault_left = -1;          /* faults still to give; -1: every time */
+
+/* Whether this request (op on name) is to fail now; takes one of fault_left. */
+static bool fault_name(unsigned op, const char *name)
+{
+	if (!fault_errno || !(fault_ops & op))
+		return false;
+	if (fault_match && (!name || !strstr(name, fault_match)))
+		return false;
+	long left = __atomic_load_n(&fault_left, __ATOMIC_RELAXED);
+	if (left < 0)
+		return true;
+	while (left > 0)
+		if (__atomic_compare_exchange_n(&fault_left, &left, left - 1, false,
+						__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			return true;
+	return false;
+}
+
+/* The same for a request on an open file: matched by its backing path. */
+static bool fault_fd(unsigned op, int fd)
+{
+	if (!fault_errno || !(fault_ops & op))
+		return false;
+	char link[64], path[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0)
+		return false;
+	path[n] = 0;
+	return fault_name(op, path);
+}
 
 /* ---------------------------------------------------------------- inodes */
 
@@ -719,8 +771,6 @@ W(META, setattr, (fuse_req_t r, fuse_ino_t i, struct stat *a, int v, struct fuse
 W(META, readlink, (fuse_req_t r, fuse_ino_t i), (r, i))
 W(META, access, (fuse_req_t r, fuse_ino_t i, int m), (r, i, m))
 W(META, mknod, (fuse_req_t r, fuse_ino_t p, const char *n, mode_t m, dev_t d), (r, p, n, m, d))
-W(META, mkdir, (fuse_req_t r, fuse_ino_t p, const char *n, mode_t m), (r, p, n, m))
-W(META, symlink, (fuse_req_t r, const char *l, fuse_ino_t p, const char *n), (r, l, p, n))
 W(META, link, (fuse_req_t r, fuse_ino_t i, fuse_ino_t p, const char *n), (r, i, p, n))
 W(META, unlink, (fuse_req_t r, fuse_ino_t p, const char *n), (r, p, n))
 W(META, rmdir, (fuse_req_t r, fuse_ino_t p, const char *n), (r, p, n))
@@ -728,14 +778,8 @@ W(META, rename,
   (fuse_req_t r, fuse_ino_t p, const char *n, fuse_ino_t np, const char *nn, unsigned int f),
   (r, p, n, np, nn, f))
 W(META, open, (fuse_req_t r, fuse_ino_t i, struct fuse_file_info *f), (r, i, f))
-W(META, create, (fuse_req_t r, fuse_ino_t p, const char *n, mode_t m, struct fuse_file_info *f),
-  (r, p, n, m, f))
 W(DATA, read, (fuse_req_t r, fuse_ino_t i, size_t s, off_t o, struct fuse_file_info *f),
   (r, i, s, o, f))
-W(DATA, write_buf,
-  (fuse_req_t r, fuse_ino_t i, struct fuse_bufvec *b, off_t o, struct fuse_file_info *f),
-  (r, i, b, o, f))
-W(META, flush, (fuse_req_t r, fuse_ino_t i, struct fuse_file_info *f), (r, i, f))
 W(META, release, (fuse_req_t r, fuse_ino_t i, struct fuse_file_info *f), (r, i, f))
 W(META, fsync, (fuse_req_t r, fuse_ino_t i, int d, struct fuse_file_info *f), (r, i, d, f))
 W(DATA, fallocate,
@@ -747,6 +791,30 @@ W(META, readdir, (fuse_req_t r, fuse_ino_t i, size_t s, off_t o, struct fuse_fil
 W(META, releasedir, (fuse_req_t r, fuse_ino_t i, struct fuse_file_info *f), (r, i, f))
 W(META, fsyncdir, (fuse_req_t r, fuse_ino_t i, int d, struct fuse_file_info *f), (r, i, d, f))
 W(META, statfs, (fuse_req_t r, fuse_ino_t i), (r, i))
+
+/* The same, with a fault answered instead of the operation when one is due. */
+#define FW(kind, name, params, args, due)                                                  \
+	static void w_##name params                                                        \
+	{                                                                                  \
+		begin(kind);                                                               \
+		if (due)                                                                   \
+			fuse_reply_err(r, fault_errno);                                    \
+		else                                                                       \
+			lfs_##name args;                                                   \
+		end();                                                                     \
+	}
+
+FW(META, mkdir, (fuse_req_t r, fuse_ino_t p, const char *n, mode_t m), (r, p, n, m),
+   fault_name(FAULT_MKDIR, n))
+FW(META, symlink, (fuse_req_t r, const char *l, fuse_ino_t p, const char *n), (r, l, p, n),
+   fault_name(FAULT_SYMLINK, n))
+FW(META, create, (fuse_req_t r, fuse_ino_t p, const char *n, mode_t m, struct fuse_file_info *f),
+   (r, p, n, m, f), fault_name(FAULT_CREATE, n))
+FW(DATA, write_buf,
+   (fuse_req_t r, fuse_ino_t i, struct fuse_bufvec *b, off_t o, struct fuse_file_info *f),
+   (r, i, b, o, f), fault_fd(FAULT_WRITE, (int)f->fh))
+FW(META, flush, (fuse_req_t r, fuse_ino_t i, struct fuse_file_info *f), (r, i, f),
+   fault_fd(FAULT_FLUSH, (int)f->fh))
 
 static const struct fuse_lowlevel_ops ops = {
 	.init = lfs_init,
@@ -786,7 +854,8 @@ static void usage(const char *prog)
 	fprintf(stderr,
 		"usage: %s [--latency-ms F] [--data-latency-ms F] [--max-inflight N]\n"
 		"          [--cache-seconds F] [--threads N] [--max-background N] [--no-clone-fd]\n"
-		"          [--allow-other] [-f] [-d] [-o OPTS] BACKING_DIR MOUNTPOINT\n",
+		"          [--allow-other] [--fault-errno E] [--fault-ops LIST] [--fault-match S]\n"
+		"          [--fault-times N] [-f] [-d] [-o OPTS] BACKING_DIR MOUNTPOINT\n",
 		prog);
 }
 
@@ -815,6 +884,42 @@ static bool parse_uint(const char *s, unsigned *out)
 static uint64_t ms_to_ns(double ms)
 {
 	return (uint64_t)(ms * 1e6 + 0.5);
+}
+
+static int parse_errno(const char *s)
+{
+	static const struct { const char *name; int value; } names[] = {
+		{"EIO", EIO}, {"ESTALE", ESTALE}, {"EAGAIN", EAGAIN}, {"EINTR", EINTR},
+		{"ETIMEDOUT", ETIMEDOUT}, {"ENOSPC", ENOSPC},
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(s, names[i].name))
+			return names[i].value;
+	unsigned v;
+	return parse_uint(s, &v) && v > 0 && v < 4096 ? (int)v : 0;
+}
+
+static bool parse_ops(const char *s, unsigned *out)
+{
+	static const struct { const char *name; unsigned bit; } names[] = {
+		{"create", FAULT_CREATE}, {"mkdir", FAULT_MKDIR}, {"symlink", FAULT_SYMLINK},
+		{"write", FAULT_WRITE}, {"flush", FAULT_FLUSH},
+	};
+	unsigned bits = 0;
+	while (*s) {
+		size_t len = strcspn(s, ",");
+		bool found = false;
+		for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+			if (strlen(names[i].name) == len && !strncmp(s, names[i].name, len)) {
+				bits |= names[i].bit;
+				found = true;
+			}
+		if (!found)
+			return false;
+		s += len + (s[len] == ',');
+	}
+	*out = bits;
+	return bits != 0;
 }
 
 static int parse_args(int argc, char **argv)
@@ -854,6 +959,21 @@ static int parse_args(int argc, char **argv)
 			if (!parse_uint(v, &cfg.max_inflight))
 				goto bad;
 			i++;
+		} else if (!strcmp(a, "--fault-errno")) {
+			if (!(fault_errno = parse_errno(v)))
+				goto bad;
+			i++;
+		} else if (!strcmp(a, "--fault-ops")) {
+			if (!parse_ops(v, &fault_ops))
+				goto bad;
+			i++;
+		} else if (!strcmp(a, "--fault-match")) {
+			fault_match = v, i++;
+		} else if (!strcmp(a, "--fault-times")) {
+			unsigned n;
+			if (!parse_uint(v, &n))
+				goto bad;
+			fault_left = (long)n, i++;
 		} else if (!strcmp(a, "--threads")) {
 			if (!parse_uint(v, &cfg.threads) || cfg.threads < 2)
 				goto bad;

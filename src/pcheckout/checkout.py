@@ -9,7 +9,8 @@ It never reads ``sys.argv`` or prints.  A fresh checkout, in order:
    partial clone still lacks (``write/partial.py``);
 4. detect the filesystem and plan the writers (``plan/planner.py``) for what
    is written; ``--dry-run`` stops here;
-5. mark the run as in progress, so an interrupted one resumes;
+5. mark the run as in progress, so an interrupted one resumes: the marker is
+   a journal of the entries completed (``write/journal.py``);
 6. write the selected entries in parallel (``write/worktree.py``), converting only
    the paths whose attributes call for it (``git/attributes.py``), fetching missing
    blobs in batches meanwhile; or, where the plan chose
@@ -17,11 +18,17 @@ It never reads ``sys.argv`` or prints.  A fresh checkout, in order:
 7. write the index from the writers' stat data, entries outside the cone with
    the skip-worktree bit (``write/indexout.py``);
 8. move HEAD as ``git checkout REV`` would (``git/refs.py``).
+
+``index.lock`` is held from step 1 (before the work tree is even looked at)
+until the index is renamed into place in step 7, for a checkout, a resume and
+a switch alike (``git/lock.py``): a second run fails at once with git's message.
+git's writer writes a scratch index (``GIT_INDEX_FILE``) that is then renamed
+into place through the lock.
 """
 
 from __future__ import annotations
 
-import os
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,12 +39,12 @@ from pcheckout.errors import (
     DestinationError,
     Interrupted,
     WorktreeNotEmptyError,
-    WriteError,
     quote_paths,
 )
 from pcheckout.fs.listing import occupants
 from pcheckout.git import attributes
 from pcheckout.git.config import config_bool, read_config
+from pcheckout.git.lock import IndexLock, scratch_index
 from pcheckout.git.pathsafety import check_entries
 from pcheckout.git.promisor import local_objects, promisor_remotes
 from pcheckout.git.refs import Target, resolve_target, update_head
@@ -46,7 +53,7 @@ from pcheckout.git.tree import Entry, list_tree
 from pcheckout.options import CheckoutOptions, ExportOptions, Result
 from pcheckout.plan.planner import plan_for
 from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
-from pcheckout.write import gitwriter
+from pcheckout.write import gitwriter, journal
 from pcheckout.write.gitwriter import Reporting, write_by_git
 
 if TYPE_CHECKING:
@@ -66,12 +73,26 @@ class _State:
     """What the destination holds before anything is written."""
 
     occupied: list[bytes]  # names in the work tree besides .git
-    resume: bool  # an interrupted checkout left its marker
+    previous: journal.Previous | None  # an interrupted checkout's marker, if any
     switching: bool  # populated, with an index: an incremental switch
+
+    @property
+    def resume(self) -> bool:
+        return bool(self.occupied) and self.previous is not None
 
 
 def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
-    ctx, target, state = _open(opts, ui or NullReporter())
+    ctx, target, state, lock = _open(opts, ui or NullReporter())
+    try:
+        return _checkout(ctx, opts, target, state, lock)
+    finally:
+        if lock is not None:
+            lock.rollback()  # unless committed with the index: then nothing is left
+
+
+def _checkout(
+    ctx: Context, opts: CheckoutOptions, target: Target, state: _State, lock: IndexLock | None
+) -> Result:
     # A partial clone lacks blobs: ls-tree -l would fetch each one for its size; which
     # are local is listed beside the tree (each git process costs round trips on a mount).
     partial = bool(promisor_remotes(ctx.config))
@@ -90,13 +111,14 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
             git_version=ctx.git.version,
         )
         if first.writer == "git" and not opts.force and not opts.dry_run:
-            return _switch_by_git(ctx, opts, target, entries, head_entries, fs, first)
+            assert lock is not None  # every run that writes holds it
+            return _switch_by_git(ctx, opts, target, entries, head_entries, fs, first, lock)
         # Imported here, as are the engine's modules below: where git's writer runs they are
         # never used, and importing them cost ~25 ms of CPU before git's writer could start
         # (docs/benchmarks.md, start-up).
         from pcheckout import switch
 
-        return switch.switch(ctx, opts, target, entries, head_entries, fs=fs)
+        return switch.switch(ctx, opts, target, entries, head_entries, fs=fs, lock=lock)
     root = _work_tree(ctx)
     if state.occupied and not state.resume:
         raise WorktreeNotEmptyError(
@@ -134,21 +156,32 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     result.add_conversion(conversion)
     if opts.dry_run:
         return result
+    assert lock is not None  # taken by _open for every run that writes
 
     marker = ctx.repo.git_dir / IN_PROGRESS
-    _mark_in_progress(marker, target)
+    previous = state.previous if state.resume else None
+    # Step 5: before anything is written (EROFS or ENOSPC name the marker).
+    jr = journal.Journal.start(marker, target.commit, target.tree, conversion.any,
+                               previous=previous)  # fmt: skip
     t0 = time.monotonic()
     if plan.writer == "git":
-        # git writes the files and the index (taking index.lock itself); HEAD as below.
-        done = write_by_git(ctx, target.tree, plan)
+        jr.close()  # git records nothing in it: a resume by git's writer overwrites
+        # git writes the files and a scratch index (index.lock is ours); HEAD as below.
+        with scratch_index(lock, copy=True) as scratch:
+            git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
+            done = write_by_git(dataclasses.replace(ctx, git=git), target.tree, plan)
+            lock.commit_from(scratch.path)
         result.head = update_head(ctx.git, ctx.repo, ctx.config, opts.rev, target)
-        marker.unlink(missing_ok=True)
+        journal.remove(marker)
         result.seconds = time.monotonic() - t0
         result.bytes = -1  # not counted: git does not say, and reading its index costs
         result.written = done.updated if done.updated >= 0 else len(wanted)
         return result
-    return _write_by_engine(ctx, opts, target, state, entries, sel, conversion, plan, fs,
-                            result, t0)
+    try:
+        return _write_by_engine(ctx, opts, target, state, entries, sel, conversion, plan, fs,
+                                result, t0, jr, lock)
+    finally:
+        jr.close()
 
 
 def _write_by_engine(
@@ -163,8 +196,11 @@ def _write_by_engine(
     fs: FsInfo,
     result: Result,
     t0: float,
+    jr: journal.Journal,
+    lock: IndexLock,
 ) -> Result:
-    """Steps 6-8 with pcheckout's engine: the entries, the index from their stat data, HEAD."""
+    """Steps 6-8 with pcheckout's engine: the entries (each recorded in ``jr`` once
+    complete), the index from their stat data (committed through ``lock``), HEAD."""
     # The engine's modules: imported only where they write (see the switch import above).
     from pcheckout.write.indexout import settles_index, write_fresh_index
     from pcheckout.write.partial import select, write_selected
@@ -173,18 +209,19 @@ def _write_by_engine(
     root = _work_tree(ctx)
     if sel is None:
         sel = select(ctx, entries, None)
-    marker = ctx.repo.git_dir / IN_PROGRESS
     outcome, fetched = write_selected(
         ctx,
         WriteRequest(target.tree, entries, root, plan, conversion=conversion,
-                     resume=state.resume),
+                     resume=state.resume, previous=state.previous if state.resume else None,
+                     journal=jr, stat_threads=plan.workers if fs.latency_bound else 1),
         sel,
         latency_bound=bool(fs.latency_bound),
     )
+    jr.close()
     write_fresh_index(ctx, entries, outcome, settle=settles_index(fs),
-                      skip_worktree=sel.skip_worktree)
+                      skip_worktree=sel.skip_worktree, lock=lock)
     result.head = update_head(ctx.git, ctx.repo, ctx.config, opts.rev, target)
-    marker.unlink(missing_ok=True)
+    journal.remove(ctx.repo.git_dir / IN_PROGRESS)
 
     result.seconds = time.monotonic() - t0
     result.bytes = outcome.bytes
@@ -204,15 +241,20 @@ def _switch_by_git(
     head_entries: list[Entry],
     fs: FsInfo,
     plan: WorkerPlan,
+    lock: IndexLock,
 ) -> Result:
     """The switch done by ``git checkout REV``: git refuses (its message, nothing changed) or
-    moves the work tree, the index and HEAD.  Written and deleted counts come from the two
+    moves the work tree, the index (a scratch copy, renamed over the index through ``lock``)
+    and HEAD.  Written and deleted counts come from the two
     trees (what differs between HEAD's and the target's), counted once git is done."""
     report = Reporting(ctx.ui, plan.workers)
     t0 = time.monotonic()
     try:
-        gitwriter.switch(ctx.git, opts.rev, workers=plan.workers, threshold=PARALLEL_THRESHOLD,
-                         progress=report)
+        with scratch_index(lock, copy=True) as scratch:
+            by_git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
+            gitwriter.switch(by_git, opts.rev, workers=plan.workers,
+                             threshold=PARALLEL_THRESHOLD, progress=report)  # fmt: skip
+            lock.commit_from(scratch.path)
     except KeyboardInterrupt:
         raise Interrupted(2, "git's checkout stopped; run the same command again") from None
     finally:
@@ -247,8 +289,11 @@ def _fetch_attributes(ctx: Context, entries: list[Entry], sel: Selection) -> Non
     sel.missing.difference_update(attributes.fetch_attributes(ctx.git, entries, sel.remotes))
 
 
-def _open(opts: CheckoutOptions, ui: Reporter) -> tuple[Context, Target, _State]:
-    """Step 1: the repository, its config and the target, and what the work tree holds."""
+def _open(
+    opts: CheckoutOptions, ui: Reporter
+) -> tuple[Context, Target, _State, IndexLock | None]:
+    """Step 1: the repository, its config and the target; then its index lock (a run
+    that writes takes it before it looks at the work tree) and what the work tree holds."""
     # Independent git processes run side by side: on a network mount each one spends tens
     # of round trips finding the repository before it answers, and on tmpfs each round of
     # processes is ~2 ms before git's writer can start.  None of these four needs the
@@ -264,11 +309,19 @@ def _open(opts: CheckoutOptions, ui: Reporter) -> tuple[Context, Target, _State]
         raise DestinationError(
             f"{opts.directory} is a bare repository; use 'pcheckout export' to write a tree"
         )
-    occupied = occupants(repo.work_tree)
-    resume = bool(occupied) and (repo.git_dir / IN_PROGRESS).exists()
-    switching = bool(occupied) and not resume and repo.index_path.exists()
+    lock = None if opts.dry_run else IndexLock.acquire(repo.index_path)
+    try:
+        if lock is not None and lock.took_over:
+            ui.debug(f"took over {lock.path.decode(errors='replace')} of a pcheckout that died")
+        occupied = occupants(repo.work_tree)
+        previous = journal.read(repo.git_dir / IN_PROGRESS) if occupied else None
+    except BaseException:
+        if lock is not None:
+            lock.rollback()
+        raise
+    switching = bool(occupied) and previous is None and repo.index_path.exists()
     ctx = Context(git, repo, config, ui, opts.environ, opts.spawn)
-    return ctx, target, _State(occupied, resume, switching)
+    return ctx, target, _State(occupied, previous, switching), lock
 
 
 def _list(
@@ -287,11 +340,3 @@ def _list(
 def _work_tree(ctx: Context) -> Path:
     assert ctx.repo.work_tree is not None  # _open refused bare repositories
     return ctx.repo.work_tree
-
-
-def _mark_in_progress(marker: Path, target: Target) -> None:
-    """Step 4: an interrupted run leaves this, so the next one resumes."""
-    try:
-        marker.write_text(target.commit + "\n")
-    except OSError as exc:  # e.g. EROFS, ENOSPC: before anything is written
-        raise WriteError(os.fsencode(marker), exc) from None

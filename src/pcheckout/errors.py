@@ -143,7 +143,23 @@ class IndexFileError(PcheckoutError):
 
 
 class IndexLockError(IndexFileError):
-    """``<index>.lock`` exists: another git (or pcheckout) process holds the index."""
+    """``<index>.lock`` exists: another git (or pcheckout) process holds the index.
+    Exit status 128, as git's ``die()`` gives for it."""
+
+    exit_code = 128
+
+
+def unable_to_lock_message(lock: bytes) -> str:
+    """git's lockfile.c ``unable_to_lock_message()`` for EEXIST (git 2.39), its
+    paragraphs joined into the one line pcheckout's errors are."""
+    return (
+        f"Unable to create '{decode(lock)}': File exists. "
+        "Another git process seems to be running in this repository, e.g. "
+        "an editor opened by 'git commit'. Please make sure all processes "
+        "are terminated then try again. If it still fails, a git process "
+        "may have crashed in this repository earlier: "
+        "remove the file manually to continue."
+    )
 
 
 class CorruptIndexError(IndexFileError):
@@ -165,6 +181,9 @@ class WriteError(PcheckoutError):
         reason = exc.strerror or os.strerror(exc.errno or 0)
         name = errno.errorcode.get(exc.errno or 0, "")
         suffix = f" ({name})" if name else ""
+        attempts = getattr(exc, "attempts", 0)  # fs.retry.GaveUp: retried, then given up
+        if attempts:
+            suffix += f"; gave up after {attempts} attempts"
         super().__init__(f"cannot write {quote_path(path)}: {reason}{suffix}")
         self.path = path
         self.errno = exc.errno

@@ -12,7 +12,9 @@ the target tree M), per path:
 ``--force`` discards local changes to tracked paths (index and work tree
 become M exactly) but untracked files are never removed or overwritten.
 Local modifications are found the way git finds them: ``update-index
---refresh`` re-hashes only files whose stat data changed, then ``diff-files``.
+--refresh`` re-hashes only files whose stat data changed, then ``diff-files``
+(both on a scratch copy of the index: the switch holds ``index.lock``, which
+``update-index`` would take).
 
 Deletions run in parallel (each unlink is a round trip on NFS), then the
 engine writes added and changed entries, then directories left empty are
@@ -24,13 +26,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import shutil
 import stat as stat_mod
+import tempfile
 import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
 
 from pcheckout.context import Context
 from pcheckout.errors import (
@@ -45,8 +47,10 @@ from pcheckout.errors import (
 )
 from pcheckout.fs.detect import FsInfo
 from pcheckout.fs.files import full_path
+from pcheckout.fs.parallel import MIN_PATHS_PER_THREAD, in_shares, lstat_many
 from pcheckout.git import attributes
 from pcheckout.git import index as ix
+from pcheckout.git.lock import IndexLock, scratch_index
 from pcheckout.git.objects import blob_oid
 from pcheckout.git.promisor import fetch as fetch_blobs
 from pcheckout.git.refs import Target, update_head
@@ -68,8 +72,6 @@ from pcheckout.write.partial import select
 from pcheckout.write.worktree import WriteRequest, write_tree
 
 __all__ = ["Merge", "SwitchPlan", "apply_local_changes", "switch", "two_way_merge"]
-
-T = TypeVar("T")
 
 
 # --- the two-way merge (pure) ---------------------------------------------------------------
@@ -164,10 +166,25 @@ def apply_local_changes(
 
 # --- the work tree ------------------------------------------------------------------------
 
-def _dirty_paths(git: Git) -> set[bytes]:
-    """Tracked paths whose work-tree file differs from the index (stat first)."""
-    git.run("update-index", "-q", "--refresh", "--ignore-submodules", ok_codes=(0, 1))
-    out = git.out("diff-files", "--name-only", "-z", "--ignore-submodules")
+def _dirty_paths(git: Git, index_path: Path) -> set[bytes]:
+    """Tracked paths whose work-tree file differs from the index (stat first).
+
+    The switch holds ``index.lock``; ``update-index --refresh`` would take it
+    too, so git refreshes a scratch copy of the index (``GIT_INDEX_FILE``),
+    whose lock is its own.  The copy is only read from, never put back.  It
+    keeps the index's mtime: git's racy-clean check compares each entry's
+    mtime with the index file's, so a copy made a second later would trust
+    a same-size edit made in the index's second."""
+    with tempfile.TemporaryDirectory(prefix="pcheckout-refresh-") as scratch:
+        copy = os.path.join(scratch, "index")
+        shutil.copyfile(index_path, copy)
+        st = os.stat(index_path)
+        os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
+        env = dict(os.environ if git.env is None else git.env)
+        env["GIT_INDEX_FILE"] = copy
+        g = Git(git.cwd, debug=git.debug, env=env, exe=git.exe, version=git.version)
+        g.run("update-index", "-q", "--refresh", "--ignore-submodules", ok_codes=(0, 1))
+        out = g.out("diff-files", "--name-only", "-z", "--ignore-submodules")
     return {p for p in out.split(b"\0") if p}
 
 
@@ -232,39 +249,6 @@ def _modified(
     return dirty
 
 
-def _lexists(path: bytes) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except NotADirectoryError:
-        return None
-
-
-def _in_shares(
-    call: Callable[[bytes], T], paths: list[bytes], workers: int, min_share: int
-) -> list[T]:
-    """``call(path)`` for each path, in order, over up to ``workers`` threads,
-    each taking one contiguous share of at least ``min_share`` paths (neighbours
-    share a directory, whose lock serializes creates and unlinks) with no
-    per-path task overhead."""
-    n = max(1, min(workers, len(paths) // max(1, min_share)))
-    if n == 1:
-        return [call(p) for p in paths]
-
-    def share(part: list[bytes]) -> list[T]:
-        return [call(p) for p in part]
-
-    parts = [paths[len(paths) * j // n : len(paths) * (j + 1) // n] for j in range(n)]
-    with ThreadPoolExecutor(max_workers=n, thread_name_prefix="pcheckout-io") as pool:
-        return [r for part in pool.map(share, parts) for r in part]
-
-
-#: A thread is worth starting for this many lstats or unlinks (a guess: on
-#: tmpfs either is a few microseconds, a thread start ~50 us).
-MIN_PATHS_PER_THREAD = 16
-
-
 @dataclass(frozen=True)
 class _Threads:
     """How many threads stat and unlink, and the least share worth a thread."""
@@ -274,10 +258,9 @@ class _Threads:
 
 
 def _lstat_many(root_b: bytes, paths: list[bytes], t: _Threads) -> list[os.stat_result | None]:
-    """``lstat`` of each path under ``root_b`` (None: absent): on NFS or FUSE
-    each is a round trip (measured on the 1 ms latency mount: ~400 sequential
-    lstats were 0.4 s of a 1.9 s switch)."""
-    return _in_shares(lambda p: _lexists(full_path(root_b, p)), paths, t.workers, t.min_share)
+    """``lstat`` of each path under ``root_b`` (None: absent), in parallel where
+    each is a round trip (fs/parallel.py)."""
+    return lstat_many(root_b, paths, t.workers, t.min_share)
 
 
 def _stat_threads(fs: FsInfo, workers: int, explicit: int | None) -> _Threads:
@@ -296,10 +279,13 @@ def switch(
     entries: list[Entry],
     head_entries: list[Entry],
     fs: FsInfo | None = None,
+    lock: IndexLock | None = None,
 ) -> Result:
     """Move a populated work tree from HEAD to ``target`` (``entries`` is its
     tree, ``head_entries`` HEAD's), as ``git checkout REV`` does; ``fs`` is the
-    destination's filesystem when already detected.
+    destination's filesystem when already detected.  ``lock`` is ``index.lock``,
+    held since before the index was read (None: a dry run); the new index is
+    committed through it (git's writer writes a scratch index).
 
     In a sparse checkout (``git/sparse.py``) only paths in the cone are written;
     a skip-worktree entry's absent file is no local change; a path of the target
@@ -341,7 +327,7 @@ def switch(
     )
     threads = _stat_threads(fs, probe.workers, opts.stat_threads)
     if opts.force:
-        dirty = _dirty_paths(git)  # git checkout -f restores every tracked file
+        dirty = _dirty_paths(git, repo.index_path)  # git checkout -f restores every tracked file
     else:  # only the paths the switch changes need checking, stat data first
         # (an absent skip-worktree file is not a local change: git never looks)
         checked = [in_index[p] for p in [*merge.change, *flip_out]
@@ -399,7 +385,11 @@ def switch(
     if wplan.writer == "git":
         # --force: pcheckout refused untracked files in the way above (git checkout -f would
         # overwrite them); git's oneway merge discards the local changes and moves the index.
-        write_by_git(ctx, target.tree, wplan)
+        assert lock is not None
+        with scratch_index(lock, copy=True) as scratch:
+            by_git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
+            write_by_git(dataclasses.replace(ctx, git=by_git), target.tree, wplan)
+            lock.commit_from(scratch.path)
         result.head = update_head(git, repo, config, opts.rev, target)
         result.seconds = time.monotonic() - t0
         result.bytes = -1  # not counted: git does not say
@@ -427,13 +417,16 @@ def switch(
     new_entries += [_skip_worktree(_entry_of(in_index[p])) for p in flip_out]
     if settles_index(fs):
         settle_racy_timestamps(outcome.stats, outcome.seconds)
-    ix.write_index(
-        repo.index_path,
-        sorted(new_entries, key=ix.sort_key),
+    data = ix.encode_index(
+        new_entries,
         version=index.version if index.version in (3, 4) else index_version(config, ctx.environ),
         hash_name=repo.object_format,
         skip_hash=skip_hash(config, git.version),
     )
+    if lock is not None:
+        lock.commit(data)
+    else:
+        ix.write_index_bytes(repo.index_path, data)
     result.head = update_head(git, repo, config, opts.rev, target)
     result.seconds = time.monotonic() - t0
     result.bytes = outcome.bytes
@@ -552,7 +545,7 @@ def _delete_parallel(root_b: bytes, paths: list[bytes], threads: _Threads) -> No
         except OSError as exc:
             raise WriteError(p, exc) from None
 
-    _in_shares(rm, paths, threads.workers, threads.min_share)
+    in_shares(rm, paths, threads.workers, threads.min_share)
 
 
 def _remove_empty_dirs(root_b: bytes, deleted: set[bytes], written: list[Entry]) -> None:

@@ -46,6 +46,7 @@ from pcheckout.errors import (
     WriteError,
     decode,
     quote_path,
+    unable_to_lock_message,
 )
 from pcheckout.fdio import write_all
 
@@ -428,11 +429,7 @@ def write_index_bytes(
             lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666
         )
     except FileExistsError:
-        raise IndexLockError(
-            f"Unable to create '{decode(lock)}': File exists. Another git process seems to be "
-            "running in this repository; if not, remove the lock file and retry.",
-            lock,
-        ) from None
+        raise IndexLockError(unable_to_lock_message(lock), lock) from None
     except OSError as exc:
         raise WriteError(lock, exc) from exc
     try:

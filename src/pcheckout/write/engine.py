@@ -31,6 +31,7 @@ from pcheckout.git.attributes import Conversion
 from pcheckout.git.catfile import CatFile, Spawn
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import Entry
+from pcheckout.write.journal import Journal
 from pcheckout.write.worker import Stop, Worker, WorkerStats
 
 #: Batch bounds.  Batches are cut so each allowed worker gets several
@@ -60,6 +61,7 @@ class EngineOptions:
     attr_source: str | None = None  # git --attr-source=<tree> (git >= 2.41)
     symlinks: bool = True  # core.symlinks
     overwrite: bool = False  # replace what is in the way (resume, --force)
+    journal: Journal | None = None  # records each completed entry (write/journal.py)
 
 
 class Progress(NamedTuple):
@@ -101,6 +103,7 @@ class Engine:
         self.stats: list[bytes | None] = [None] * len(entries)
         self.worker_stats = [WorkerStats() for _ in range(max(1, opts.workers))]
         self.dest = Destination(opts.root, overwrite=opts.overwrite, symlinks=opts.symlinks)
+        self.journal = opts.journal
         #: Set on the first failure or an interrupt: every worker stops.
         self.stopping = threading.Event()
         self._error: BaseException | None = None

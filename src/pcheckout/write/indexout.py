@@ -13,6 +13,7 @@ from pcheckout.fs.detect import FsInfo
 from pcheckout.fs.files import unpack_stat
 from pcheckout.git import index as ix
 from pcheckout.git.config import config_bool
+from pcheckout.git.lock import IndexLock
 from pcheckout.git.tree import Entry
 from pcheckout.write.engine import Outcome
 
@@ -92,10 +93,12 @@ def write_fresh_index(
     *,
     settle: bool,
     skip_worktree: Sequence[bool] | None = None,
+    lock: IndexLock | None = None,
 ) -> None:
-    """The index for a fresh checkout, encoded straight from entries and stat data.
-    Entries flagged in ``skip_worktree`` (outside a sparse checkout, not written)
-    get git's skip-worktree bit; the index is then version 3 (or stays 4)."""
+    """The index for a fresh checkout, encoded straight from entries and stat data,
+    committed through ``lock`` (held since the run began) if given.  Entries
+    flagged in ``skip_worktree`` (outside a sparse checkout, not written) get
+    git's skip-worktree bit; the index is then version 3 (or stays 4)."""
     stats = outcome.stats
     skip = skip_worktree if skip_worktree is not None and any(skip_worktree) else None
     n = len(entries)
@@ -124,7 +127,10 @@ def write_fresh_index(
         skip_hash=skip_hash(ctx.config, ctx.git.version),
         extended=skip is not None,
     )
-    ix.write_index_bytes(ctx.repo.index_path, data)
+    if lock is not None:
+        lock.commit(data)
+    else:
+        ix.write_index_bytes(ctx.repo.index_path, data)
 
 
 def skip_hash(config: Mapping[str, str], git_version: tuple[int, int, int]) -> bool:

@@ -175,6 +175,7 @@ def write_selected(
             req, entries=[entries[i] for i in group], conversion=req.conversion.take(group),
             contents={j: given[i] for j, i in enumerate(group) if i in given} or None,
             resume=req.resume and first, overwrite=req.overwrite or (req.resume and not first),
+            positions=group if req.positions is None else [req.positions[i] for i in group],
         )  # fmt: skip
         out = write_tree(round_ctx, sub)
         outcomes.append(out)

@@ -32,6 +32,7 @@ from pcheckout.git.attributes import Conversion
 from pcheckout.git.catfile import REQUEST_WINDOW, SMALL_BLOB, CatFile
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
+from pcheckout.write.journal import Journal
 
 #: A worker whose cat-file process dies is given a fresh one this many times
 #: before the checkout stops (a crash that repeats is not a fluke).
@@ -75,6 +76,8 @@ class Pool(Protocol):
     @property
     def dest(self) -> Destination: ...
     @property
+    def journal(self) -> Journal | None: ...  # where completed entries are recorded
+    @property
     def batch(self) -> int: ...  # entries per batch now (a new limit changes it)
     @property
     def stopping(self) -> threading.Event: ...  # set when the run must stop
@@ -114,6 +117,7 @@ class Worker:
         self.entries = pool.entries
         self.stats = pool.stats
         self.dest = pool.dest
+        self.journal = pool.journal
         self.cf: CatFile | None = None  # plain cat-file --batch, started when first needed
         self.plain: CatFile | None = None  # cat-file --filters, for the entries git converts
         self.pending: deque[int] = deque()  # entries asked for, not yet answered
@@ -191,7 +195,7 @@ class Worker:
             e = entries[i]
             if e.mode == MODE_GITLINK:
                 # As git: an empty directory for a submodule that is not checked out.
-                self.stats[i] = self.dest.write_dir(e.path)
+                self._store(i, self.dest.write_dir(e.path))
                 self.counts.files += 1
                 continue
             conv = self.conversions[i] if self.conversions is not None else None
@@ -244,6 +248,14 @@ class Worker:
                 cf.send(*lines)
 
     # -- writing ------------------------------------------------------------------
+    def _store(self, i: int, packed: bytes) -> None:
+        """Entry ``i`` is complete (written and closed): keep its stat data for the
+        index and, if it was written raw, record it in the journal so that a resume
+        keeps it unread (a converted entry is written again)."""
+        self.stats[i] = packed
+        if self.journal is not None and (self.conversions is None or self.conversions[i] is None):
+            self.journal.done(i, packed)
+
     def _write(self, cf: CatFile, i: int, e: Entry) -> None:
         """Read the answer for entry ``i`` from ``cf`` and write it."""
         kind, size = cf.read_header(e.oid)
@@ -276,7 +288,7 @@ class Worker:
             packed = dest.write_file(e.path, e.mode, cf.read_small(size))
         else:
             packed = dest.write_file(e.path, e.mode, None, lambda sink: cf.stream_to(size, sink))
-        self.stats[i] = packed
+        self._store(i, packed)
         counts = self.counts
         counts.files += 1
         counts.bytes += size
@@ -306,8 +318,8 @@ class Worker:
         """Filtered contents for a path with a newline, on git < 2.38."""
         proc = self.pool.git.run("cat-file", "--filters", f"--path={os.fsdecode(e.path)}", e.oid)
         if e.mode == MODE_SYMLINK:
-            self.stats[i] = self.dest.write_symlink(e.path, proc.stdout)
+            self._store(i, self.dest.write_symlink(e.path, proc.stdout))
         else:
-            self.stats[i] = self.dest.write_file(e.path, e.mode, proc.stdout)
+            self._store(i, self.dest.write_file(e.path, e.mode, proc.stdout))
         self.counts.files += 1
         self.counts.bytes += len(proc.stdout)

@@ -1,7 +1,8 @@
 """Write a list of tree entries into a directory: the write stage of a
 checkout, a switch and an export.
 
-In order: on resume, keep what an interrupted run already wrote correctly;
+In order: on resume, keep what an interrupted run completed, proven by the
+stat data its journal recorded (``write/journal.py``) with no file read;
 write the entries whose final bytes the caller gave (export-subst files); when
 git's filters convert some path and git cannot be told to read the tree's
 attributes (``--attr-source``, git >= 2.41), write ``.gitattributes`` first (git
@@ -24,6 +25,7 @@ from pcheckout.context import Context
 from pcheckout.errors import Interrupted
 from pcheckout.fdio import write_all
 from pcheckout.fs.files import full_path, pack_stat
+from pcheckout.fs.parallel import lstat_many_or_none
 from pcheckout.git import attributes
 from pcheckout.git.catfile import CatFile
 from pcheckout.git.config import config_bool
@@ -31,7 +33,7 @@ from pcheckout.git.objects import blob_oid, file_blob_oid
 from pcheckout.git.runner import GIT_ATTR_SOURCE, GIT_CATFILE_Z
 from pcheckout.git.tree import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, Entry
 from pcheckout.plan import controller, policy
-from pcheckout.write import forked
+from pcheckout.write import forked, journal
 from pcheckout.write.engine import Engine, EngineOptions, Outcome
 
 #: The hint an interrupted write leaves the user.
@@ -54,6 +56,11 @@ class WriteRequest:
     #: .gitattributes written first); False: the caller's git environment decides
     #: (export: --worktree-attributes, or a temporary index of the tree's attributes)
     tree_attributes: bool = True
+    previous: journal.Previous | None = None  # the interrupted run's journal (resume)
+    journal: journal.Journal | None = None  # where completed entries are recorded
+    stat_threads: int = 1  # threads for a resume's lstats (the writers' where latency-bound)
+    #: each entry's position in the tree listing (the journal's key); None: as in ``entries``
+    positions: Sequence[int] | None = None
 
 
 def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
@@ -66,8 +73,10 @@ def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
     overwrite = req.overwrite
     conv = req.conversion
     git = ctx.git
+    if req.journal is not None:
+        req.journal.positions = req.positions  # this request's entries -> the listing's
     if req.resume:
-        kept = _keep_verified(ctx, root_b, entries, skip, pre_stats, conv.per_entry)
+        kept = _keep_completed(ctx, req, root_b, skip, pre_stats)
         overwrite = True
     if req.contents:
         _write_given(root_b, entries, req.contents, skip, pre_stats)
@@ -92,7 +101,10 @@ def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
         attr_source=attr_source,
         symlinks=config_bool(ctx.config.get("core.symlinks"), True),
         overwrite=overwrite,
+        journal=req.journal,
     )
+    if req.journal is not None:
+        req.journal.flush()  # what a resume kept: nothing buffered is copied into a fork
     remaining = [i for i, s in enumerate(skip) if not s]
     ui = ctx.ui
 
@@ -126,6 +138,8 @@ def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
         nonlocal last_t, last_files, last_bytes
         files, nbytes = eng.progress()
         ui.update(files, nbytes)
+        if req.journal is not None:
+            req.journal.flush()  # a kill loses at most one tick of records
         if adapt is not None:
             now = time.monotonic()
             if now - last_t >= interval:
@@ -234,6 +248,38 @@ def _replace_file(path: bytes, data: bytes, mode: int) -> None:
     os.replace(tmp, path)
 
 
+def _keep_completed(
+    ctx: Context, req: WriteRequest, root_b: bytes, skip: list[bool], pre_stats: dict[int, bytes]
+) -> int:
+    """Resume: keep what the interrupted run completed.  With its journal, each
+    recorded entry (written raw) that is raw now too is kept if ``lstat`` (in
+    parallel) gives exactly the recorded stat data; everything else is written
+    again, over whatever is in the way (a file cut short, one in flight).
+    Without a usable journal (an older pcheckout's marker, another tree, a
+    header cut short) each entry on disk is verified by its content instead."""
+    entries = req.entries
+    conversions = req.conversion.per_entry
+    prev = req.previous
+    if prev is None or prev.version != 2 or prev.tree != req.tree:
+        return _keep_verified(ctx, root_b, entries, skip, pre_stats, conversions,
+                              req.stat_threads)  # fmt: skip
+    raw = [c is None for c in conversions]
+    todo = journal.candidates(prev, req.tree, raw, skip, req.positions)
+    stats = lstat_many_or_none(root_b, [entries[i].path for i in todo], req.stat_threads)
+    modes = [e.mode for e in entries]
+    sizes = [e.size for e in entries]
+    proven = journal.proven(prev, todo, stats, modes, sizes, req.positions)
+    by_pos = dict(zip(todo, stats, strict=True))
+    for i in proven:
+        st = by_pos[i]
+        assert st is not None
+        pre_stats[i] = pack_stat(st)
+        skip[i] = True
+        if req.journal is not None:
+            req.journal.done(i, pre_stats[i])
+    return len(proven)
+
+
 def _keep_verified(
     ctx: Context,
     root_b: bytes,
@@ -241,19 +287,19 @@ def _keep_verified(
     skip: list[bool],
     pre_stats: dict[int, bytes],
     conversions: Sequence[attributes.Conversion | None],
+    stat_threads: int,
 ) -> int:
-    """Resume: keep entries already written correctly (content hashes to the blob; a
+    """Keep entries already written correctly (content hashes to the blob; a
     converted file is written again)."""
     hash_name = ctx.repo.object_format
     kept = 0
-    for i, e in enumerate(entries):
-        if skip[i]:
+    todo = [i for i in range(len(entries)) if not skip[i]]
+    stats = lstat_many_or_none(root_b, [entries[i].path for i in todo], stat_threads)
+    for i, st in zip(todo, stats, strict=True):
+        if st is None:
             continue
+        e = entries[i]
         path = full_path(root_b, e.path)
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
         ok = False
         if e.mode == MODE_SYMLINK and stat_mod.S_ISLNK(st.st_mode):
             ok = blob_oid(os.readlink(path), hash_name) == e.oid
