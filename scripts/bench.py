@@ -429,6 +429,7 @@ class Table:
             "entries": self.entries, "rev": self.rev,
             "deletes_deferred": self.dest.defer_delete,
             "rows": [{**asdict(c.row), "runs": c.runs, "verified": c.verified,
+                      "source": None if c.row.source is None else str(c.row.source),
                       "error": c.error, "median_s": c.median()} for c in self.cells],
         }
 
