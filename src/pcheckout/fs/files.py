@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from pcheckout.errors import WriteError
 from pcheckout.fdio import write_all
+from pcheckout.fs.retry import retrying
 from pcheckout.git.tree import MODE_EXEC, MODE_FILE
 
 __all__ = [
@@ -135,16 +136,20 @@ class DirMaker:
             if d not in self.made:
                 raise Abandoned
             return
-        try:
-            path = full_path(self.root, d)
+        path = full_path(self.root, d)
+
+        def once(_attempt: int) -> None:
             try:
                 os.mkdir(path, 0o777)
-            except FileExistsError:
+            except FileExistsError:  # (a retried mkdir finds what the failed one made)
                 if not stat_mod.S_ISDIR(os.lstat(path).st_mode):
                     if not self.overwrite:
                         raise
                     remove_in_the_way(path)
                     os.mkdir(path, 0o777)
+
+        try:
+            retrying(once)
             self.made.add(d)
         except OSError as exc:
             raise WriteError(d, exc) from None
@@ -181,16 +186,31 @@ class Destination:
             self.dirs.make(parent)
         path = self._prefix + rel
         perm = 0o777 if mode == MODE_EXEC else 0o666
-        try:
+        if data is None:  # streamed: its bytes cannot be had again for another attempt
             try:
-                fd = os.open(path, O_CREATE, perm)
-            except FileExistsError:
-                if not self.overwrite:
-                    raise
-                remove_in_the_way(path)
-                fd = os.open(path, O_CREATE, perm)
+                return self._file_once(path, perm, data, fill, again=False)
+            except OSError as exc:
+                raise WriteError(rel, exc) from None
+        # In memory: on a network filesystem's transient error the whole file is
+        # written again (fs/retry.py), a bounded number of times.
+        try:
+            return retrying(lambda n: self._file_once(path, perm, data, None, again=n > 0))
         except OSError as exc:
             raise WriteError(rel, exc) from None
+
+    def _file_once(
+        self, path: bytes, perm: int, data: bytes | None, fill: Fill | None, *, again: bool
+    ) -> bytes:
+        """One attempt at a file: create, fill, stat, close; on any failure the file is
+        removed (never left truncated) and the OSError raised as it came.  ``again``: an
+        earlier attempt failed, and what it may have left at ``path`` is its own."""
+        try:
+            fd = os.open(path, O_CREATE, perm)
+        except FileExistsError:
+            if not (self.overwrite or again):
+                raise
+            remove_in_the_way(path)
+            fd = os.open(path, O_CREATE, perm)
         try:
             try:
                 if data is not None:
@@ -201,9 +221,6 @@ class Destination:
                 packed = pack_stat(os.fstat(fd))
             finally:
                 os.close(fd)
-        except OSError as exc:
-            _unlink_quietly(path)
-            raise WriteError(rel, exc) from None
         except BaseException:
             _unlink_quietly(path)  # never leave a truncated file behind
             raise
@@ -217,15 +234,19 @@ class Destination:
         if parent and parent not in self._made:
             self.dirs.make(parent)
         path = self._prefix + rel
-        try:
+
+        def once(attempt: int) -> bytes:
             try:
                 os.symlink(target, path)
             except FileExistsError:
-                if not self.overwrite:
+                if not (self.overwrite or attempt > 0):
                     raise
                 remove_in_the_way(path)
                 os.symlink(target, path)
             return pack_stat(os.lstat(path))
+
+        try:
+            return retrying(once)
         except OSError as exc:
             raise WriteError(rel, exc) from None
 
