@@ -122,3 +122,21 @@ def test_export_from_a_bare_repository(repo: Path, tmp_path: Path) -> None:
     git(bare, "config", "filter.up.smudge", UPPER)
     want = snapshot(archive_x(bare, "v1", tmp_path / "git"))
     assert snapshot(ours(bare, "v1", tmp_path / "ours")) == want
+
+
+
+def test_private_scratch_on_a_git_with_check_attr_source_only(repo: Path) -> None:
+    # git 2.40 has check-attr --source (no temporary index is made) but not git
+    # --attr-source: export's filtered cat-file then needs a private work tree all the same.
+    import os
+
+    from pcheckout.git.attributes import TreeAttributes
+    from pcheckout.git.runner import Git, discover
+
+    g = Git(repo, version=(2, 40, 0))
+    ta = TreeAttributes(g, discover(g), "HEAD^{tree}", [])
+    assert ta.index_file is None
+    scratch = ta.scratch
+    assert os.path.isdir(scratch) and ta.scratch == scratch
+    ta.close()
+    assert not os.path.exists(scratch)

@@ -195,7 +195,6 @@ def _filters_git(
             not opts.worktree_attributes
         )
     scratch = attrs.scratch
-    assert scratch is not None  # old git: TreeAttributes made it
     work = os.path.join(scratch, "work")
     os.makedirs(work, exist_ok=True)
     _materialize_attributes(git, entries, os.fsencode(work), opts.spawn)

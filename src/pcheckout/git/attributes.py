@@ -548,9 +548,13 @@ class TreeAttributes:
             )
 
     @property
-    def scratch(self) -> str | None:
-        """A private empty directory (None on gits with ``--source``)."""
-        return None if self._scratch is None else self._scratch.name
+    def scratch(self) -> str:
+        """A private temporary directory, removed by ``close()`` (made on first use: git
+        2.40 has ``check-attr --source`` but not ``--attr-source``, and export's filtered
+        cat-file then needs a private work tree)."""
+        if self._scratch is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix="pcheckout-attr-")
+        return self._scratch.name
 
     def close(self) -> None:
         if self._scratch is not None:
