@@ -240,3 +240,22 @@ def test_a_forked_writer_dies_with_its_parent() -> None:
                 break
         assert time.monotonic() < deadline, "the child outlived its parent"
         time.sleep(0.01)
+
+
+# -- pcheckout clone -------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [1, 1500])
+def test_a_clone_killed_in_its_checkout_is_finished_by_checkout(
+    src: Path, theirs: Path, n: int
+) -> None:
+    dest = src.parent / f"clone-kill-{n}"
+    proc = start_cli(["clone", "-q", str(src), str(dest)])
+    deadline = time.monotonic() + HANG_S
+    while not (dest / ".git" / IN_PROGRESS).exists():  # git clone's phase is done
+        assert proc.poll() is None, "the clone finished before its checkout could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.0005)
+    assert kill_after(proc, dest, n)
+    assert leftovers(dest) == []
+    again = run_cli("checkout", "-C", str(dest), "-q")
+    assert again.returncode == 0, again.stderr
+    assert_same_as_git(dest, theirs)
