@@ -97,22 +97,31 @@ def _checkout(
     # are local is listed beside the tree (each git process costs round trips on a mount).
     partial = bool(promisor_remotes(ctx.config))
     sizes = opts.dry_run and not partial
+    by_git = None
+    if state.switching:
+        # Who writes is known from the filesystem alone; git's writer (without --force) is
+        # git's whole checkout: its two-way merge, its local-change protection and messages,
+        # so HEAD's tree is not even listed for it (40k entries: a second ls-tree and parse).
+        fs, first = plan_for(
+            _work_tree(ctx), entries=PARALLEL_THRESHOLD, nbytes=0, workers=opts.workers,
+            environ=opts.environ, config=ctx.config, adapt=False, writer=opts.writer,
+            git_version=ctx.git.version,
+        )
+        by_git = first.writer == "git" and not opts.force and not opts.dry_run
     (entries, head_entries), have = both(
-        lambda: _list(ctx, target, state, sizes),
+        lambda: _list(ctx, target, state, sizes, with_head=not by_git),
         lambda: local_objects(ctx.git) if partial and not state.switching else None,
     )
     check_entries(entries, ctx.config)
     if state.switching:
-        # Who writes is known from the filesystem alone; git's writer (without --force) is
-        # git's whole checkout: its two-way merge, its local-change protection and messages.
         fs, first = plan_for(
             _work_tree(ctx), entries=len(entries), nbytes=0, workers=opts.workers,
             environ=opts.environ, config=ctx.config, adapt=False, writer=opts.writer,
-            git_version=ctx.git.version,
+            git_version=ctx.git.version, fs=fs,
         )
-        if first.writer == "git" and not opts.force and not opts.dry_run:
+        if by_git and first.writer == "git":
             assert lock is not None  # every run that writes holds it
-            return _switch_by_git(ctx, opts, target, entries, head_entries, fs, first, lock)
+            return _switch_by_git(ctx, opts, target, entries, fs, first, lock)
         # Imported here, as are the engine's modules below: where git's writer runs they are
         # never used, and importing them cost ~25 ms of CPU before git's writer could start
         # (docs/benchmarks.md, start-up).
@@ -238,33 +247,29 @@ def _switch_by_git(
     opts: CheckoutOptions,
     target: Target,
     entries: list[Entry],
-    head_entries: list[Entry],
     fs: FsInfo,
     plan: WorkerPlan,
     lock: IndexLock,
 ) -> Result:
     """The switch done by ``git checkout REV``: git refuses (its message, nothing changed) or
     moves the work tree, the index (a scratch copy, renamed over the index through ``lock``)
-    and HEAD.  Written and deleted counts come from the two
-    trees (what differs between HEAD's and the target's), counted once git is done."""
+    and HEAD.  ``written`` is git's own count of the entries it updated (writes and
+    deletions together: its progress total); ``deleted`` is not known (0)."""
     report = Reporting(ctx.ui, plan.workers)
     t0 = time.monotonic()
     try:
         with scratch_index(lock, copy=True) as scratch:
             by_git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
-            gitwriter.switch(by_git, opts.rev, workers=plan.workers,
-                             threshold=PARALLEL_THRESHOLD, progress=report)  # fmt: skip
+            done = gitwriter.switch(by_git, opts.rev, workers=plan.workers,
+                                    threshold=PARALLEL_THRESHOLD, progress=report)  # fmt: skip
             lock.commit_from(scratch.path)
     except KeyboardInterrupt:
         raise Interrupted(2, "git's checkout stopped; run the same command again") from None
     finally:
         report.finish()
     seconds = time.monotonic() - t0
-    in_head = {e.path: (e.mode, e.oid) for e in head_entries}
-    changed = [e for e in entries if in_head.get(e.path) != (e.mode, e.oid)]
-    gone = len(in_head.keys() - {e.path for e in entries})
-    result = Result("switch", len(changed), sum(max(e.size, 0) for e in changed), plan, fs,
-                    deleted=gone, seconds=seconds, written=len(changed))
+    updated = max(done.updated, 0)  # -1: git said nothing (nothing to update)
+    result = Result("switch", updated, -1, plan, fs, seconds=seconds, written=updated)
     result.bytes = -1  # not counted: git does not say
     result.head = target.branch or (opts.rev if opts.rev == "HEAD" else f"detached at {opts.rev}")
     return result
@@ -325,13 +330,14 @@ def _open(
 
 
 def _list(
-    ctx: Context, target: Target, state: _State, sizes: bool
+    ctx: Context, target: Target, state: _State, sizes: bool, *, with_head: bool = True
 ) -> tuple[list[Entry], list[Entry]]:
-    """Step 2: the target's entries, and HEAD's beside them when switching.
+    """Step 2: the target's entries, and HEAD's beside them when switching (unless not
+    ``with_head``: git's own checkout needs no listing of HEAD from us).
     Sizes cost git a header read per blob; only the dry run reports them."""
     calls = [lambda: list_tree(ctx.git, target.tree, sizes=sizes)]
     head_tree = target.head_tree
-    if state.switching and head_tree is not None:
+    if state.switching and with_head and head_tree is not None:
         calls.append(lambda: list_tree(ctx.git, head_tree, sizes=False))
     entries, *head = concurrently(*calls)
     return entries, head[0] if head else []
