@@ -118,8 +118,10 @@ def main() -> int:
                         print(f"{name}: status not clean: {status[:200]!r}", file=sys.stderr)
                         continue
                     files = _git("-C", str(work), "ls-files", "-t").decode().splitlines()
-                    counts[name] = (f"{sum(1 for f in files if f.startswith('H '))} written, "
-                                    f"{sum(1 for f in files if f.startswith('S '))} skip")
+                    counts[name] = (
+                        f"{sum(1 for f in files if f.startswith('H '))} written, "
+                        f"{sum(1 for f in files if f.startswith('S '))} skip"
+                    )
                     results[name].append(t.seconds)
                     print(f"round {r + 1} {name}: {t.seconds:.3f} s", file=sys.stderr)
                 finally:
@@ -131,8 +133,10 @@ def main() -> int:
     git_rows = [n for n in results if n.startswith("git") and results[n]]
     best = min(git_rows, key=lambda n: statistics.median(results[n])) if git_rows else None
     kind = "full clone" if args.no_filter else "blobless"
-    print(f"\n*{args.dest}, {args.repo.name}, {kind}"
-          f"{', sparse cone ' + ' '.join(sparse) if sparse else ''}; {args.runs} runs*\n")
+    print(
+        f"\n*{args.dest}, {args.repo.name}, {kind}"
+        f"{', sparse cone ' + ' '.join(sparse) if sparse else ''}; {args.runs} runs*\n"
+    )
     print(f"| row | median s | min s | max s | ÷ {best or 'git'} | files |")
     print("|---|---:|---:|---:|---:|---|")
     for name, secs in results.items():
@@ -141,8 +145,10 @@ def main() -> int:
             continue
         med = statistics.median(secs)
         ratio = med / statistics.median(results[best]) if best else float("nan")
-        print(f"| {name} | {med:.3f} | {min(secs):.3f} | {max(secs):.3f} | {ratio:.3f} | "
-              f"{counts.get(name, '')} |")
+        print(
+            f"| {name} | {med:.3f} | {min(secs):.3f} | {max(secs):.3f} | {ratio:.3f} | "
+            f"{counts.get(name, '')} |"
+        )
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"argv": sys.argv, "dest": args.dest, "runs": results,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -57,8 +58,10 @@ def _pair(tmp_path: Path, files: dict[bytes, bytes | tuple[str, bytes]] | None =
     src = make_repo(tmp_path, dict(files or FILES))
     if blobless:
         server = serve(src)
-        return server, blobless_clone(server, tmp_path / "ours"), blobless_clone(
-            server, tmp_path / "theirs"
+        return (
+            server,
+            blobless_clone(server, tmp_path / "ours"),
+            blobless_clone(server, tmp_path / "theirs"),
         )
     for name in ("ours", "theirs"):
         git(tmp_path, "clone", "-q", "--no-checkout", str(src), name)
@@ -248,9 +251,9 @@ def test_blobless_switch_fetches_only_what_it_writes(tmp_path: Path) -> None:
     git(theirs, "checkout", "-q", "next")
     assert_same_as_git_sparse(ours, theirs)
     assert result.fetches == 1
-    assert local_blob_count(ours) - before == result.fetch_blobs == local_blob_count(
-        theirs
-    ) - before
+    assert (
+        local_blob_count(ours) - before == result.fetch_blobs == local_blob_count(theirs) - before
+    )
 
 
 def test_export_from_a_blobless_clone_fetches_in_batches(tmp_path: Path) -> None:
@@ -309,13 +312,28 @@ def test_server_gone_mid_prefetch_then_a_rerun_resumes(
     real = partial.write_tree
     calls: list[int] = []
 
+    cut = threading.Event()
+
     def write_then_cut(ctx: object, req: object) -> object:
         out = real(ctx, req)  # type: ignore[arg-type]
         if not calls:
             server.rename(moved)
+            cut.set()
         calls.append(1)
         return out
 
+    from pcheckout.git import promisor
+
+    real_run = promisor.Fetcher._run
+    fetches: list[int] = []
+
+    def gated(self: promisor.Fetcher, remote: str, oids: list[str]) -> bool:
+        fetches.append(len(oids))
+        if len(fetches) > 1:  # later batches start once the server is gone
+            assert cut.wait(60)
+        return real_run(self, remote, oids)
+
+    monkeypatch.setattr(promisor.Fetcher, "_run", gated)
     monkeypatch.setattr(partial, "write_tree", write_then_cut)
     from pcheckout.write import prefetch
 
@@ -329,6 +347,7 @@ def test_server_gone_mid_prefetch_then_a_rerun_resumes(
     written = [p for p in snapshot(ours) if snapshot(ours)[p][0] != "d"]
     assert len(written) == 131 - info.value.count >= 16  # every batch that landed was written
     monkeypatch.setattr(partial, "write_tree", real)
+    monkeypatch.setattr(promisor.Fetcher, "_run", real_run)
     moved.rename(server)
     result = _checkout(ours)
     assert result.mode == "resume" and result.kept == len(written)

@@ -4,6 +4,7 @@ given has its blob locally; .gitattributes first; a server that goes away mid-pr
 from __future__ import annotations
 
 import shutil
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,7 +56,7 @@ def setup(tmp_path: Path) -> tuple[Path, Path]:
 
 @pytest.mark.parametrize("fetchers", [1, 3])
 def test_rounds_write_landed_batches_attributes_first(
-    setup: tuple[Path, Path], fetchers: int
+    setup: tuple[Path, Path], fetchers: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _server, work = setup
     g = Git(work)
@@ -68,6 +69,18 @@ def test_rounds_write_landed_batches_attributes_first(
     assert plan.attributes_first and plan.missing == len(missing) == 301
     packs = len(promisor_packs(work))
     rec = Recorder(g, [e.oid for e in entries])
+    # Every batch but the first waits for the first round of writes: the overlap is then
+    # observable without depending on how fast the fetches are.
+    first_round = threading.Event()
+    real_run = promisor.Fetcher._run
+
+    def gated(self: promisor.Fetcher, remote: str, oids: list[str]) -> bool:
+        if not set(oids) & set(plan.batches[0]):
+            assert first_round.wait(60)
+        return real_run(self, remote, oids)
+
+    monkeypatch.setattr(promisor.Fetcher, "_run", gated)
+    rec.after_first = first_round.set
     out = write_while_fetching(g, ["origin"], entries, plan, rec, fetchers=fetchers)
     assert attrs in rec.rounds[0]
     assert sorted(i for r in rec.rounds for i in r) == wanted

@@ -113,9 +113,17 @@ def _translate(pattern: bytes, pathname: bool) -> bytes:
 
 #: POSIX classes wildmatch knows inside brackets
 _CLASSES = {
-    b"alnum": b"a-zA-Z0-9", b"alpha": b"a-zA-Z", b"blank": b" \\t", b"cntrl": b"\\x00-\\x1f\\x7f",
-    b"digit": b"0-9", b"graph": b"!-~", b"lower": b"a-z", b"print": b" -~",
-    b"punct": b"!-/:-@\\[-`{-~", b"space": b" \\t\\n\\r\\f\\v", b"upper": b"A-Z",
+    b"alnum": b"a-zA-Z0-9",
+    b"alpha": b"a-zA-Z",
+    b"blank": b" \\t",
+    b"cntrl": b"\\x00-\\x1f\\x7f",
+    b"digit": b"0-9",
+    b"graph": b"!-~",
+    b"lower": b"a-z",
+    b"print": b" -~",
+    b"punct": b"!-/:-@\\[-`{-~",
+    b"space": b" \\t\\n\\r\\f\\v",
+    b"upper": b"A-Z",
     b"xdigit": b"0-9a-fA-F",
 }
 
@@ -435,7 +443,6 @@ def split(
     return inside, outside
 
 
-
 def expand_sparse_directories(git: Git, entries: Sequence[IndexEntry]) -> list[IndexEntry]:
     """A sparse index's entries with every sparse-directory entry (mode 040000, path
     ending in "/") replaced by the files of its tree, each skip-worktree with zero stat
@@ -447,8 +454,21 @@ def expand_sparse_directories(git: Git, entries: Sequence[IndexEntry]) -> list[I
 
     def expand(d: IndexEntry) -> list[IndexEntry]:
         return [
-            IndexEntry(d.path + t.path, t.mode, bytes.fromhex(t.oid), 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                       extended_flags=EXT_FLAG_SKIP_WORKTREE)  # fmt: skip
+            IndexEntry(
+                d.path + t.path,
+                t.mode,
+                bytes.fromhex(t.oid),
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                extended_flags=EXT_FLAG_SKIP_WORKTREE,
+            )  # fmt: skip
             for t in list_tree(git, d.oid.hex())
         ]
 
