@@ -97,7 +97,7 @@ def _checkout(
     # are local is listed beside the tree (each git process costs round trips on a mount).
     partial = bool(promisor_remotes(ctx.config))
     sizes = opts.dry_run and not partial
-    by_git = None
+    by_git = False
     if state.switching:
         # Who writes is known from the filesystem alone; git's writer (without --force) is
         # git's whole checkout: its two-way merge, its local-change protection and messages,
@@ -114,26 +114,13 @@ def _checkout(
     )
     check_entries(entries, ctx.config)
     if state.switching:
-        fs, first = plan_for(
-            _work_tree(ctx), entries=len(entries), nbytes=0, workers=opts.workers,
-            environ=opts.environ, config=ctx.config, adapt=False, writer=opts.writer,
-            git_version=ctx.git.version, fs=fs,
-        )
-        if by_git and first.writer == "git":
-            assert lock is not None  # every run that writes holds it
-            return _switch_by_git(ctx, opts, target, entries, fs, first, lock)
-        # Imported here, as are the engine's modules below: where git's writer runs they are
-        # never used, and importing them cost ~25 ms of CPU before git's writer could start
-        # (docs/benchmarks.md, start-up).
-        from pcheckout import switch
-
-        return switch.switch(ctx, opts, target, entries, head_entries, fs=fs, lock=lock)
+        return _switch(ctx, opts, target, entries, head_entries, fs, by_git, lock)
     root = _work_tree(ctx)
     if state.occupied and not state.resume:
         raise WorktreeNotEmptyError(
             f"working tree {root} is not empty and has no index: " + quote_paths(state.occupied)
         )
-    sel = _select(ctx, entries)
+    sel = _select(ctx, entries, have)
     wanted = range(len(entries)) if sel is None else sel.wanted
     nbytes = sum(max(entries[i].size, 0) for i in wanted)
     fs, plan = plan_for(
@@ -141,19 +128,7 @@ def _checkout(
         environ=opts.environ, config=ctx.config, adapt=opts.adapt, writer=opts.writer,
         git_version=ctx.git.version, processes=opts.processes,
     )
-    if plan.writer == "git" and not opts.dry_run:
-        # git converts as it writes: only where attributes could come from is reported
-        # (the per-path lookup is a check-attr process over every path, for the engine).
-        sources = attributes.conversion_sources(entries, ctx.config, ctx.repo.common_dir,
-                                                ctx.environ)
-        conversion = attributes.ConversionPlan(sources, [])
-    else:
-        if sel is not None:
-            _fetch_attributes(ctx, entries, sel)
-        conversion = attributes.plan_conversion(
-            ctx.git, ctx.repo, ctx.config, target.tree, entries, environ=ctx.environ,
-            only=None if sel is None else sel.wanted,
-        )
+    conversion = _plan_conversion(ctx, target, entries, sel, plan, opts.dry_run)
     result = Result(
         "resume" if state.resume else "checkout", len(wanted), nbytes, plan, fs,
         dry_run=opts.dry_run,
@@ -173,24 +148,90 @@ def _checkout(
     jr = journal.Journal.start(marker, target.commit, target.tree, conversion.any,
                                previous=previous)  # fmt: skip
     t0 = time.monotonic()
-    if plan.writer == "git":
-        jr.close()  # git records nothing in it: a resume by git's writer overwrites
-        # git writes the files and a scratch index (index.lock is ours); HEAD as below.
-        with scratch_index(lock, copy=True) as scratch:
-            git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
-            done = write_by_git(dataclasses.replace(ctx, git=git), target.tree, plan)
-            lock.commit_from(scratch.path)
-        result.head = update_head(ctx.git, ctx.repo, ctx.config, opts.rev, target)
-        journal.remove(marker)
-        result.seconds = time.monotonic() - t0
-        result.bytes = -1  # not counted: git does not say, and reading its index costs
-        result.written = done.updated if done.updated >= 0 else len(wanted)
-        return result
     try:
+        if plan.writer == "git":
+            return _write_by_git(ctx, opts, target, plan, result, t0, jr, lock)
         return _write_by_engine(ctx, opts, target, state, entries, sel, conversion, plan, fs,
-                                result, t0, jr, lock)
+                                result, t0, jr, lock)  # fmt: skip
     finally:
         jr.close()
+
+
+def _switch(
+    ctx: Context,
+    opts: CheckoutOptions,
+    target: Target,
+    entries: list[Entry],
+    head_entries: list[Entry],
+    fs: FsInfo,
+    by_git: bool,
+    lock: IndexLock | None,
+) -> Result:
+    """A populated work tree with an index: the incremental switch, by git's own
+    ``git checkout`` (``by_git``: planned before HEAD's tree was listed) or by pcheckout's
+    two-way merge and engine (``switch.py``)."""
+    fs, first = plan_for(
+        _work_tree(ctx), entries=len(entries), nbytes=0, workers=opts.workers,
+        environ=opts.environ, config=ctx.config, adapt=False, writer=opts.writer,
+        git_version=ctx.git.version, fs=fs,
+    )
+    if by_git and first.writer == "git":
+        assert lock is not None  # every run that writes holds it
+        return _switch_by_git(ctx, opts, target, entries, fs, first, lock)
+    # Imported here, as are the engine's modules below: where git's writer runs they are
+    # never used, and importing them cost ~25 ms of CPU before git's writer could start
+    # (docs/benchmarks.md, start-up).
+    from pcheckout import switch
+
+    return switch.switch(ctx, opts, target, entries, head_entries, fs=fs, lock=lock)
+
+
+def _plan_conversion(
+    ctx: Context,
+    target: Target,
+    entries: list[Entry],
+    sel: Selection | None,
+    plan: WorkerPlan,
+    dry_run: bool,
+) -> attributes.ConversionPlan:
+    """Which paths convert, and how (``git/attributes.py``)."""
+    if plan.writer == "git" and not dry_run:
+        # git converts as it writes: only where attributes could come from is reported
+        # (the per-path lookup is a check-attr process over every path, for the engine).
+        sources = attributes.conversion_sources(entries, ctx.config, ctx.repo.common_dir,
+                                                ctx.environ)  # fmt: skip
+        return attributes.ConversionPlan(sources, [])
+    if sel is not None:
+        _fetch_attributes(ctx, entries, sel)
+    return attributes.plan_conversion(
+        ctx.git, ctx.repo, ctx.config, target.tree, entries, environ=ctx.environ,
+        only=None if sel is None else sel.wanted,
+    )
+
+
+def _write_by_git(
+    ctx: Context,
+    opts: CheckoutOptions,
+    target: Target,
+    plan: WorkerPlan,
+    result: Result,
+    t0: float,
+    jr: journal.Journal,
+    lock: IndexLock,
+) -> Result:
+    """Steps 6-8 with git's writer: git writes the files and a scratch index, renamed
+    over the index through ``lock`` (ours); HEAD moves as with the engine."""
+    jr.close()  # git records nothing in it: a resume by git's writer overwrites
+    with scratch_index(lock, copy=True) as scratch:
+        git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
+        done = write_by_git(dataclasses.replace(ctx, git=git), target.tree, plan)
+        lock.commit_from(scratch.path)
+    result.head = update_head(ctx.git, ctx.repo, ctx.config, opts.rev, target)
+    journal.remove(ctx.repo.git_dir / IN_PROGRESS)
+    result.seconds = time.monotonic() - t0
+    result.bytes = -1  # not counted: git does not say, and reading its index costs
+    result.written = done.updated if done.updated >= 0 else result.files
+    return result
 
 
 def _write_by_engine(
@@ -275,10 +316,11 @@ def _switch_by_git(
     return result
 
 
-def _select(ctx: Context, entries: list[Entry]) -> Selection | None:
+def _select(ctx: Context, entries: list[Entry], have: set[str] | None) -> Selection | None:
     """Step 3: what is written.  None: everything, and every blob is here (no sparse
     checkout, no promisor remote); only then are git.sparse and write.partial (with the
-    engine they import) not imported at all (see the switch import above)."""
+    engine they import) not imported at all (see the switch import above).  ``have``: a
+    partial clone's local objects, listed beside the tree."""
     sparse = config_bool(ctx.config.get("core.sparsecheckout"), False)
     if not sparse and not promisor_remotes(ctx.config):
         return None
@@ -286,7 +328,7 @@ def _select(ctx: Context, entries: list[Entry]) -> Selection | None:
     from pcheckout.write.partial import select
 
     sparsity: Sparsity | None = load_sparsity(ctx.git, ctx.config) if sparse else None
-    return select(ctx, entries, sparsity)
+    return select(ctx, entries, sparsity, have=have)
 
 
 def _fetch_attributes(ctx: Context, entries: list[Entry], sel: Selection) -> None:
