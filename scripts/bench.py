@@ -89,8 +89,12 @@ TARGET_AUTO_VS_BEST_FIXED = 1.15  # issue 5: auto within 1.15x of the best fixed
 DESTS = ("tmpfs", "disk", "fuse0.5", "fuse2")
 TMPFS_ROOT = Path("/dev/shm")
 DISK_ROOT = Path("/var/tmp")
-ISOLATED_GIT_ENV = {"GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
-                    "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+ISOLATED_GIT_ENV = {
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_TERMINAL_PROMPT": "0",
+    "LC_ALL": "C",
+}
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,7 @@ class Cell:
 
 # --------------------------------------------------------------------------- commands
 
+
 def pcheckout_cmd() -> list[str]:
     """The real console script (not a pyenv/asdf shim, which adds a shell startup), else
     ``python3 -m pcheckout``."""
@@ -176,8 +181,15 @@ def timed_command(row: Row, work: Path, src: Path, rev: str) -> list[str]:
             cmd += ["--workers", str(row.workers)]
         return cmd
     if row.tool == "archive":
-        return ["sh", "-c", 'git -C "$1" archive --format=tar "$2" | tar -x -C "$3"', "sh",
-                str(src), "main", str(work)]
+        return [
+            "sh",
+            "-c",
+            'git -C "$1" archive --format=tar "$2" | tar -x -C "$3"',
+            "sh",
+            str(src),
+            "main",
+            str(work),
+        ]
     raise ValueError(row.tool)
 
 
@@ -186,9 +198,10 @@ def baseline_rows(baseline: Path | None) -> list[Row]:
     run the same way (``env PYTHONPATH=SRC python -m pcheckout``), so only the code differs."""
     if baseline is None:
         return []
-    return [Row("pcheckout auto (python -m, this tree)", "pcheckout", None, PROJECT / "src"),
-            Row(f"pcheckout auto (python -m, {baseline.parent.name})", "pcheckout", None,
-                baseline)]
+    return [
+        Row("pcheckout auto (python -m, this tree)", "pcheckout", None, PROJECT / "src"),
+        Row(f"pcheckout auto (python -m, {baseline.parent.name})", "pcheckout", None, baseline),
+    ]
 
 
 def fresh_rows(workers: tuple[int, ...], baseline: Path | None = None) -> list[Row]:
@@ -208,24 +221,33 @@ def lean_rows(workers: tuple[int, ...]) -> list[Row]:
 
 
 def switch_rows(workers: tuple[int, ...], baseline: Path | None = None) -> list[Row]:
-    rows = [Row("pcheckout auto", "pcheckout", None), *baseline_rows(baseline),
-            Row("git default (workers=1)", "git", None)]
+    rows = [
+        Row("pcheckout auto", "pcheckout", None),
+        *baseline_rows(baseline),
+        Row("git default (workers=1)", "git", None),
+    ]
     rows += [Row(f"git checkout.workers={n}", "git", n) for n in workers if n != 1]
     return rows
 
 
 def scaling_rows() -> list[Row]:
-    return [Row("pcheckout auto", "pcheckout", None),
-            Row("git default (workers=1)", "git", None),
-            Row("git archive | tar -x", "archive", None)]
+    return [
+        Row("pcheckout auto", "pcheckout", None),
+        Row("git default (workers=1)", "git", None),
+        Row("git archive | tar -x", "archive", None),
+    ]
 
 
 # --------------------------------------------------------------------------- repositories
 
+
 def ensure_repo(repo_dir: Path, spec: genrepo.RepoSpec) -> tuple[Path, dict[str, Any]]:
     """Generate (or reuse: generation is deterministic) the repository for ``spec``."""
-    name = (f"big-{spec.big_blob_mib}mib-s{spec.seed}" if spec.big_blob_mib
-            else f"{spec.shape}-{spec.files}-s{spec.seed}-c{spec.change:g}")
+    name = (
+        f"big-{spec.big_blob_mib}mib-s{spec.seed}"
+        if spec.big_blob_mib
+        else f"{spec.shape}-{spec.files}-s{spec.seed}-c{spec.change:g}"
+    )
     if spec.attributes != "none":
         name += f"-a{spec.attributes}"
     path = repo_dir / name
@@ -237,8 +259,12 @@ def ensure_repo(repo_dir: Path, spec: genrepo.RepoSpec) -> tuple[Path, dict[str,
     t0 = time.perf_counter()
     print(f"[bench] generating {name} ...", flush=True)
     res = genrepo.generate(spec, path)
-    meta = {"name": name, "spec": asdict(spec), **asdict(res),
-            "generate_seconds": round(time.perf_counter() - t0, 2)}
+    meta = {
+        "name": name,
+        "spec": asdict(spec),
+        **asdict(res),
+        "generate_seconds": round(time.perf_counter() - t0, 2),
+    }
     done.write_text(json.dumps(meta, indent=1))
     return path, meta
 
@@ -253,12 +279,16 @@ def warm(src: Path) -> None:
 
 
 def tree_entry_count(src: Path, rev: str) -> int:
-    out = subprocess.run(["git", "-C", str(src), "ls-tree", "-r", "-z", "--name-only", rev],
-                         capture_output=True, check=True).stdout
+    out = subprocess.run(
+        ["git", "-C", str(src), "ls-tree", "-r", "-z", "--name-only", rev],
+        capture_output=True,
+        check=True,
+    ).stdout
     return out.count(b"\0")
 
 
 # --------------------------------------------------------------------------- destinations
+
 
 def _load_latencyfs() -> ModuleType | None:
     path = Path(__file__).resolve().parent / "latencyfs.py"
@@ -283,8 +313,9 @@ def _fuse_latency(name: str) -> float | None:
         return None
 
 
-def open_dest(name: str, scratch_tmpfs: Path, scratch_disk: Path,
-              cache_seconds: float) -> Dest | str:
+def open_dest(
+    name: str, scratch_tmpfs: Path, scratch_disk: Path, cache_seconds: float
+) -> Dest | str:
     """A ready Dest, or a string saying why this destination is skipped."""
     if name in ("tmpfs", "disk"):
         d = (scratch_tmpfs if name == "tmpfs" else scratch_disk) / name
@@ -309,7 +340,8 @@ def open_dest(name: str, scratch_tmpfs: Path, scratch_disk: Path,
 
     def mount() -> contextlib.AbstractContextManager[Any]:
         cm: contextlib.AbstractContextManager[Any] = mod.mounted(
-            backing, mnt, latency_ms=latency, cache_seconds=cache_seconds)
+            backing, mnt, latency_ms=latency, cache_seconds=cache_seconds
+        )
         return cm
 
     try:
@@ -326,8 +358,17 @@ _WORK_NAMES = itertools.count(1)
 
 
 class Table:
-    def __init__(self, kind: str, dest: Dest, src: Path, repo: dict[str, Any],
-                 rows: list[Row], runs: int, rev: str, poll_rss: bool = False) -> None:
+    def __init__(
+        self,
+        kind: str,
+        dest: Dest,
+        src: Path,
+        repo: dict[str, Any],
+        rows: list[Row],
+        runs: int,
+        rev: str,
+        poll_rss: bool = False,
+    ) -> None:
         self.kind = kind
         self.dest = dest
         self.src = src
@@ -341,8 +382,9 @@ class Table:
         self.entries = tree_entry_count(src, repo.get("ref", "main"))
 
     def _git(self, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["git", "-C", str(cwd), *args], env=self.env,
-                              capture_output=True, text=True)
+        return subprocess.run(
+            ["git", "-C", str(cwd), *args], env=self.env, capture_output=True, text=True
+        )
 
     def _prepare(self, row: Row) -> tuple[Path, Path]:
         name = f"w{os.getpid()}-{next(_WORK_NAMES)}"  # unique across tables (trees may be kept)
@@ -351,8 +393,15 @@ class Table:
             back.mkdir()
             return back, work
         # Prepared in the backing directory: same bytes, none of the injected latency.
-        p = self._git("clone", "-q", "--no-checkout", "--shared", str(self.src), str(back),
-                      cwd=self.dest.backing)
+        p = self._git(
+            "clone",
+            "-q",
+            "--no-checkout",
+            "--shared",
+            str(self.src),
+            str(back),
+            cwd=self.dest.backing,
+        )
         if p.returncode:
             raise RuntimeError(f"clone failed: {p.stderr.strip()}")
         if self.kind == "switch":
@@ -363,8 +412,10 @@ class Table:
 
     def _verify(self, cell: Cell, back: Path) -> str | None:
         if cell.row.tool == "archive":
-            n = sum(len(files) + sum(1 for d in dirs if (Path(top) / d).is_symlink())
-                    for top, dirs, files in os.walk(back))
+            n = sum(
+                len(files) + sum(1 for d in dirs if (Path(top) / d).is_symlink())
+                for top, dirs, files in os.walk(back)
+            )
             return None if n == self.entries else f"tar wrote {n} entries, tree has {self.entries}"
         st = self._git("status", "--porcelain", "--untracked-files=all", cwd=back)
         if st.returncode or st.stdout.strip():
@@ -392,11 +443,18 @@ class Table:
             os.sync()
 
     def _timed(self, cell: Cell, back: Path, work: Path) -> None:
-        t = benchlib.run_timed(timed_command(cell.row, work, self.src, self.rev),
-                               self.env, poll_rss=self.poll_rss)
-        run = {"seconds": t.seconds, "ok": t.returncode == 0, "returncode": t.returncode,
-               "user_s": t.user_s, "sys_s": t.sys_s, "maxrss_kib": t.maxrss_kib,
-               "peak_tree_rss_kib": t.peak_tree_rss_kib}
+        t = benchlib.run_timed(
+            timed_command(cell.row, work, self.src, self.rev), self.env, poll_rss=self.poll_rss
+        )
+        run = {
+            "seconds": t.seconds,
+            "ok": t.returncode == 0,
+            "returncode": t.returncode,
+            "user_s": t.user_s,
+            "sys_s": t.sys_s,
+            "maxrss_kib": t.maxrss_kib,
+            "peak_tree_rss_kib": t.peak_tree_rss_kib,
+        }
         if t.returncode:
             run["stderr_tail"] = t.stderr_tail
             last = t.stderr_tail.splitlines()[-1:] or [f"exit {t.returncode}"]
@@ -412,29 +470,42 @@ class Table:
     def run(self) -> None:
         n = len(self.cells)
         for r in range(self.runs):
-            order = self.cells[r % n:] + self.cells[: r % n]
+            order = self.cells[r % n :] + self.cells[: r % n]
             for cell in order:
                 if cell.runs and not cell.runs[-1]["ok"] and cell.row.tool == "pcheckout":
                     # Failed once: keep the record, do not pay for it again every round.
                     continue
                 self._one(cell)
-            print(f"[bench] {self.kind} {self.dest.name}: round {r + 1}/{self.runs} done",
-                  flush=True)
+            print(
+                f"[bench] {self.kind} {self.dest.name}: round {r + 1}/{self.runs} done", flush=True
+            )
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "kind": self.kind, "dest": self.dest.name,
+            "kind": self.kind,
+            "dest": self.dest.name,
             "fs_type": self.dest.fs_type,
-            "latency_ms": self.dest.latency_ms, "repo": self.repo["name"],
-            "entries": self.entries, "rev": self.rev,
+            "latency_ms": self.dest.latency_ms,
+            "repo": self.repo["name"],
+            "entries": self.entries,
+            "rev": self.rev,
             "deletes_deferred": self.dest.defer_delete,
-            "rows": [{**asdict(c.row), "runs": c.runs, "verified": c.verified,
-                      "source": None if c.row.source is None else str(c.row.source),
-                      "error": c.error, "median_s": c.median()} for c in self.cells],
+            "rows": [
+                {
+                    **asdict(c.row),
+                    "runs": c.runs,
+                    "verified": c.verified,
+                    "source": None if c.row.source is None else str(c.row.source),
+                    "error": c.error,
+                    "median_s": c.median(),
+                }
+                for c in self.cells
+            ],
         }
 
 
 # --------------------------------------------------------------------------- reporting
+
 
 def _fmt(x: float | None, unit: str = "") -> str:
     return "-" if x is None else f"{x:.3f}{unit}"
@@ -445,17 +516,23 @@ def summarize(t: dict[str, Any]) -> dict[str, Any]:
     git = [r for r in rows if r["tool"] == "git" and r["median_s"] is not None]
     git_default = next((r["median_s"] for r in git if r["workers"] is None), None)
     best_git = min(git, key=lambda r: r["median_s"], default=None)
-    pc_fixed = [r for r in rows if r["tool"] == "pcheckout" and r["workers"] is not None
-                and r["median_s"] is not None]
+    pc_fixed = [
+        r
+        for r in rows
+        if r["tool"] == "pcheckout" and r["workers"] is not None and r["median_s"] is not None
+    ]
     best_pc = min(pc_fixed, key=lambda r: r["median_s"], default=None)
-    auto = next((r["median_s"] for r in rows if r["tool"] == "pcheckout"
-                 and r["workers"] is None), None)
-    return {"git_default_s": git_default,
-            "git_best_s": best_git["median_s"] if best_git else None,
-            "git_best_workers": (best_git["workers"] or 1) if best_git else None,
-            "pcheckout_auto_s": auto,
-            "pcheckout_best_fixed_s": best_pc["median_s"] if best_pc else None,
-            "pcheckout_best_fixed_workers": best_pc["workers"] if best_pc else None}
+    auto = next(
+        (r["median_s"] for r in rows if r["tool"] == "pcheckout" and r["workers"] is None), None
+    )
+    return {
+        "git_default_s": git_default,
+        "git_best_s": best_git["median_s"] if best_git else None,
+        "git_best_workers": (best_git["workers"] or 1) if best_git else None,
+        "pcheckout_auto_s": auto,
+        "pcheckout_best_fixed_s": best_pc["median_s"] if best_pc else None,
+        "pcheckout_best_fixed_workers": best_pc["workers"] if best_pc else None,
+    }
 
 
 def _mib(values: list[int | None]) -> str:
@@ -467,20 +544,29 @@ def markdown(t: dict[str, Any]) -> str:
     s = summarize(t)
     gd, gb = s["git_default_s"], s["git_best_s"]
     rss = t["kind"] == "rss"
-    head = (f"### {t['kind']} - {t['dest']} ({t['fs_type']}), repo {t['repo']}, "
-            f"{t['entries']} entries\n\n")
+    head = (
+        f"### {t['kind']} - {t['dest']} ({t['fs_type']}), repo {t['repo']}, "
+        f"{t['entries']} entries\n\n"
+    )
     extra = " tree RSS MiB |" if rss else ""
-    lines = ["| row | median s | min s | max s | ÷ git default | ÷ git best "
-             f"(workers={s['git_best_workers']}) | maxrss MiB |{extra} note |",
-             "|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if rss else "") + "---|"]
+    lines = [
+        "| row | median s | min s | max s | ÷ git default | ÷ git best "
+        f"(workers={s['git_best_workers']}) | maxrss MiB |{extra} note |",
+        "|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if rss else "") + "---|",
+    ]
     for r in t["rows"]:
         secs = [x["seconds"] for x in r["runs"] if x["ok"]]
         m = r["median_s"]
         note = (r["error"] or "").replace("|", "\\|")[:80]
-        cols = [r["name"], _fmt(m), _fmt(min(secs) if secs else None),
-                _fmt(max(secs) if secs else None),
-                _fmt(m / gd if m and gd else None), _fmt(m / gb if m and gb else None),
-                _mib([x["maxrss_kib"] for x in r["runs"]])]
+        cols = [
+            r["name"],
+            _fmt(m),
+            _fmt(min(secs) if secs else None),
+            _fmt(max(secs) if secs else None),
+            _fmt(m / gd if m and gd else None),
+            _fmt(m / gb if m and gb else None),
+            _mib([x["maxrss_kib"] for x in r["runs"]]),
+        ]
         if rss:
             cols.append(_mib([x["peak_tree_rss_kib"] for x in r["runs"]]))
         lines.append("| " + " | ".join([*cols, note]) + " |")
@@ -503,18 +589,24 @@ def targets(tables: list[dict[str, Any]]) -> str:
         if a is None:
             out.append(f"- {t['kind']} {t['dest']}: pcheckout auto did not run successfully")
             continue
-        line = f"- {t['kind']} {t['dest']}: auto/git default = {a / gd:.2f}, " \
-               f"auto/git best = {a / gb:.2f}"
+        line = (
+            f"- {t['kind']} {t['dest']}: auto/git default = {a / gd:.2f}, "
+            f"auto/git best = {a / gb:.2f}"
+        )
         if bf:
-            line += f", auto/best fixed pcheckout N = {a / bf:.2f} " \
-                    f"(issue 5 bound {TARGET_AUTO_VS_BEST_FIXED})"
+            line += (
+                f", auto/best fixed pcheckout N = {a / bf:.2f} "
+                f"(issue 5 bound {TARGET_AUTO_VS_BEST_FIXED})"
+            )
         if t["kind"] == "fresh" and t["dest"] == "tmpfs":
             line += f"; target auto/git default <= {TARGET_TMPFS_VS_GIT_SEQ}"
         elif t["kind"] == "fresh" and t["dest"] == "disk":
             line += "; target auto/git best <= 1.0"
         elif t["kind"] == "fresh" and t["dest"].startswith("fuse"):
-            line += (f"; targets auto/git default <= {1 / TARGET_FUSE_VS_GIT_DEFAULT:.2f}, "
-                     f"auto/git best <= {1 / TARGET_FUSE_VS_GIT_BEST:.2f}")
+            line += (
+                f"; targets auto/git default <= {1 / TARGET_FUSE_VS_GIT_DEFAULT:.2f}, "
+                f"auto/git best <= {1 / TARGET_FUSE_VS_GIT_BEST:.2f}"
+            )
         elif t["kind"] == "switch" and t["dest"] != "tmpfs":
             line += "; target auto/git best <= 1.0 where latency dominates"
         out.append(line)
@@ -523,48 +615,85 @@ def targets(tables: list[dict[str, Any]]) -> str:
 
 # --------------------------------------------------------------------------- main
 
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description="pcheckout vs git checkout, side by side.")
-    ap.add_argument("--dest", default=",".join(DESTS),
-                    help=f"comma list from {','.join(DESTS)} (default: all)")
+    ap.add_argument(
+        "--dest", default=",".join(DESTS), help=f"comma list from {','.join(DESTS)} (default: all)"
+    )
     ap.add_argument("--shape", default="source", choices=sorted(genrepo.SHAPES))
     ap.add_argument("--files", type=int, help=f"tree size (default {DEFAULT_FILES})")
-    ap.add_argument("--fuse-files", type=int,
-                    help=f"tree size on the FUSE destinations (default {DEFAULT_FUSE_FILES})")
+    ap.add_argument(
+        "--fuse-files",
+        type=int,
+        help=f"tree size on the FUSE destinations (default {DEFAULT_FUSE_FILES})",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--workers", help="comma list, e.g. 64,32,16,8,4,2,1")
     ap.add_argument("--runs", type=int, help=f"rounds per table (default {DEFAULT_RUNS})")
-    ap.add_argument("--quick", action="store_true",
-                    help=f"smoke run: {QUICK_FILES} files, {QUICK_RUNS} runs, "
-                         f"workers {','.join(map(str, QUICK_WORKERS))}, no scaling")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"smoke run: {QUICK_FILES} files, {QUICK_RUNS} runs, "
+        f"workers {','.join(map(str, QUICK_WORKERS))}, no scaling",
+    )
     ap.add_argument("--no-fresh", action="store_true", help="skip the fresh-checkout tables")
-    ap.add_argument("--switch", action="store_true",
-                    help=f"add incremental-switch tables (v1 -> v2, {SWITCH_CHANGE * 100:.0f}%% changed)")
-    ap.add_argument("--scaling", default=None,
-                    help="comma list of tree sizes for the time-per-file table on the first "
-                         f"destination (default {','.join(map(str, DEFAULT_SCALING))}; "
-                         "'none' to skip)")
-    ap.add_argument("--rss", action="store_true",
-                    help="add the peak-RSS table (largest tree and the big-blob repo, tmpfs)")
+    ap.add_argument(
+        "--switch",
+        action="store_true",
+        help=f"add incremental-switch tables (v1 -> v2, {SWITCH_CHANGE * 100:.0f}%% changed)",
+    )
+    ap.add_argument(
+        "--scaling",
+        default=None,
+        help="comma list of tree sizes for the time-per-file table on the first "
+        f"destination (default {','.join(map(str, DEFAULT_SCALING))}; "
+        "'none' to skip)",
+    )
+    ap.add_argument(
+        "--rss",
+        action="store_true",
+        help="add the peak-RSS table (largest tree and the big-blob repo, tmpfs)",
+    )
     ap.add_argument("--big-blob-mib", type=int, default=DEFAULT_BIG_BLOB_MIB)
     ap.add_argument("--fuse-cache-seconds", type=float, default=DEFAULT_FUSE_CACHE_SECONDS)
-    ap.add_argument("--repo-dir", type=Path, default=PROJECT / "bench-out" / "repos",
-                    help="where generated repositories are cached")
+    ap.add_argument(
+        "--repo-dir",
+        type=Path,
+        default=PROJECT / "bench-out" / "repos",
+        help="where generated repositories are cached",
+    )
     ap.add_argument("--out", type=Path, default=PROJECT / "bench-out" / "run.json")
-    ap.add_argument("--attributes", default="none",
-                    help="comma list of genrepo attribute sets, a table each "
-                    f"({','.join(genrepo.ATTRIBUTE_SETS)}; default none)")
-    ap.add_argument("--src-repo", type=Path, action="append", default=[], metavar="REPO",
-                    help="also (or, with --no-generated, only) time fresh checkouts of this "
-                    "existing repository's HEAD (cloned --shared; may be read-only)")
-    ap.add_argument("--no-generated", action="store_true",
-                    help="no generated repositories (with --src-repo)")
-    ap.add_argument("--lean", action="store_true",
-                    help="fresh tables with only pcheckout auto, git's default and git's "
-                    "checkout.workers rows")
-    ap.add_argument("--baseline", type=Path, metavar="SRC",
-                    help="another pcheckout's src/ directory (e.g. a git worktree of an older "
-                    "commit): adds rows running it beside this tree's, interleaved")
+    ap.add_argument(
+        "--attributes",
+        default="none",
+        help="comma list of genrepo attribute sets, a table each "
+        f"({','.join(genrepo.ATTRIBUTE_SETS)}; default none)",
+    )
+    ap.add_argument(
+        "--src-repo",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="REPO",
+        help="also (or, with --no-generated, only) time fresh checkouts of this "
+        "existing repository's HEAD (cloned --shared; may be read-only)",
+    )
+    ap.add_argument(
+        "--no-generated", action="store_true", help="no generated repositories (with --src-repo)"
+    )
+    ap.add_argument(
+        "--lean",
+        action="store_true",
+        help="fresh tables with only pcheckout auto, git's default and git's checkout.workers rows",
+    )
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="SRC",
+        help="another pcheckout's src/ directory (e.g. a git worktree of an older "
+        "commit): adds rows running it beside this tree's, interleaved",
+    )
     a = ap.parse_args(argv)
     a.dests = [d.strip() for d in a.dest.split(",") if d.strip()]
     a.attribute_sets = [x.strip() for x in a.attributes.split(",") if x.strip()]
@@ -573,13 +702,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             ap.error(f"unknown attribute set {x!r}")
     for d in a.dests:
         if d not in DESTS and not _fuse_latency(d):
-            ap.error(f"unknown destination {d!r} (choose from {', '.join(DESTS)}, "
-                     "or fuseMS for any latency, e.g. fuse1)")
+            ap.error(
+                f"unknown destination {d!r} (choose from {', '.join(DESTS)}, "
+                "or fuseMS for any latency, e.g. fuse1)"
+            )
     a.files = a.files or (QUICK_FILES if a.quick else DEFAULT_FILES)
     a.fuse_files = a.fuse_files or (QUICK_FILES if a.quick else min(a.files, DEFAULT_FUSE_FILES))
     a.runs = a.runs or (QUICK_RUNS if a.quick else DEFAULT_RUNS)
-    a.worker_list = (tuple(int(x) for x in a.workers.split(",")) if a.workers
-                     else QUICK_WORKERS if a.quick else DEFAULT_WORKERS)
+    a.worker_list = (
+        tuple(int(x) for x in a.workers.split(","))
+        if a.workers
+        else QUICK_WORKERS
+        if a.quick
+        else DEFAULT_WORKERS
+    )
     if a.scaling is None:
         a.scaling_list = () if a.quick else DEFAULT_SCALING
     elif a.scaling == "none":
@@ -598,15 +734,25 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         compile_bytecode(a.baseline)
     result: dict[str, Any] = {
-        "schema": 1, "argv": [sys.executable, *sys.argv] if argv is None else argv,
-        "date": benchlib.now_iso(), "machine": benchlib.machine_facts(),
-        "git_version": benchlib.git_version(), "pcheckout": pcheckout_facts(),
-        "pcheckout_cmd": pcheckout_cmd(), "env": ISOLATED_GIT_ENV,
-        "method": {"runs": a.runs, "workers": a.worker_list,
-                   "source_cache": "warm (object store read once before the run)",
-                   "prepare": "git clone --no-checkout --shared, outside the timer",
-                   "git_cmd": "git -C W -c checkout.workers=N checkout -f HEAD"},
-        "repos": {}, "dests": {}, "skipped": {}, "tables": [],
+        "schema": 1,
+        "argv": [sys.executable, *sys.argv] if argv is None else argv,
+        "date": benchlib.now_iso(),
+        "machine": benchlib.machine_facts(),
+        "git_version": benchlib.git_version(),
+        "pcheckout": pcheckout_facts(),
+        "pcheckout_cmd": pcheckout_cmd(),
+        "env": ISOLATED_GIT_ENV,
+        "method": {
+            "runs": a.runs,
+            "workers": a.worker_list,
+            "source_cache": "warm (object store read once before the run)",
+            "prepare": "git clone --no-checkout --shared, outside the timer",
+            "git_cmd": "git -C W -c checkout.workers=N checkout -f HEAD",
+        },
+        "repos": {},
+        "dests": {},
+        "skipped": {},
+        "tables": [],
     }
     pid = os.getpid()
     scratch_tmpfs = TMPFS_ROOT / f"pcheckout-bench-{pid}"
@@ -614,10 +760,17 @@ def main(argv: list[str] | None = None) -> int:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     report: list[str] = []
 
-    def repo(files: int, change: float = SWITCH_CHANGE,
-             big: int = 0, attributes: str = "none") -> tuple[Path, dict[str, Any]]:
-        spec = genrepo.RepoSpec(shape=a.shape, files=files, seed=a.seed, change=change,
-                                big_blob_mib=big, attributes=attributes)
+    def repo(
+        files: int, change: float = SWITCH_CHANGE, big: int = 0, attributes: str = "none"
+    ) -> tuple[Path, dict[str, Any]]:
+        spec = genrepo.RepoSpec(
+            shape=a.shape,
+            files=files,
+            seed=a.seed,
+            change=change,
+            big_blob_mib=big,
+            attributes=attributes,
+        )
         path, meta = ensure_repo(a.repo_dir, spec)
         result["repos"][meta["name"]] = meta
         warm(path)
@@ -645,9 +798,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[bench] {name}: {d}", file=sys.stderr)
                 result["skipped"][name] = d
                 continue
-            result["dests"][name] = {"fs_type": d.fs_type,
-                                     "backing_fs_type": benchlib.fs_type(d.backing),
-                                     "latency_ms": d.latency_ms}
+            result["dests"][name] = {
+                "fs_type": d.fs_type,
+                "backing_fs_type": benchlib.fs_type(d.backing),
+                "latency_ms": d.latency_ms,
+            }
             dests.append(d)
         fresh = lean_rows(a.worker_list) if a.lean else fresh_rows(a.worker_list, a.baseline)
         for d in dests:
@@ -664,8 +819,11 @@ def main(argv: list[str] | None = None) -> int:
                 emit(Table("fresh", d, src, meta, fresh, a.runs, "HEAD"))
             if a.switch:
                 src, meta = repo(files)
-                emit(Table("switch", d, src, meta, switch_rows(a.worker_list, a.baseline), a.runs,
-                           "v2"))
+                emit(
+                    Table(
+                        "switch", d, src, meta, switch_rows(a.worker_list, a.baseline), a.runs, "v2"
+                    )
+                )
         if a.scaling_list and dests:
             for n in a.scaling_list:
                 src, meta = repo(n)
@@ -673,11 +831,12 @@ def main(argv: list[str] | None = None) -> int:
         if a.rss and dests:
             tmp = next((d for d in dests if d.name == "tmpfs"), dests[0])
             largest = max([a.files, *a.scaling_list])
-            rss_rows = [Row("pcheckout auto", "pcheckout", None),
-                        Row("git default (workers=1)", "git", None)]
+            rss_rows = [
+                Row("pcheckout auto", "pcheckout", None),
+                Row("git default (workers=1)", "git", None),
+            ]
             for src, meta in (repo(largest), repo(1, 0.0, a.big_blob_mib)):
-                emit(Table("rss", tmp, src, meta, rss_rows, min(a.runs, 3), "HEAD",
-                           poll_rss=True))
+                emit(Table("rss", tmp, src, meta, rss_rows, min(a.runs, 3), "HEAD", poll_rss=True))
     finally:
         benchlib.rmtree(scratch_tmpfs)
         benchlib.rmtree(scratch_disk)
@@ -690,10 +849,16 @@ def main(argv: list[str] | None = None) -> int:
 def existing_repo(path: Path) -> tuple[Path, dict[str, Any]]:
     """An existing repository to time (its HEAD), described as ensure_repo describes its own."""
     path = path.resolve()
-    head = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True,
-                          text=True, check=True).stdout.strip()
-    return path, {"name": path.name, "v1": head, "v2": None, "ref": "HEAD",
-                  "spec": {"existing": True}}
+    head = subprocess.run(
+        ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    return path, {
+        "name": path.name,
+        "v1": head,
+        "v2": None,
+        "ref": "HEAD",
+        "spec": {"existing": True},
+    }
 
 
 def compile_bytecode(src: Path = PROJECT / "src") -> str:
@@ -712,11 +877,15 @@ def pcheckout_facts() -> dict[str, Any]:
     facts: dict[str, Any] = {"bytecode": compile_bytecode()}
     try:
         from importlib.metadata import version
+
         facts["version"] = version("pcheckout")
     except Exception as exc:
         facts["version_error"] = str(exc)
-    rev = subprocess.run(["git", "-C", str(PROJECT), "describe", "--always", "--dirty"],
-                         capture_output=True, text=True)
+    rev = subprocess.run(
+        ["git", "-C", str(PROJECT), "describe", "--always", "--dirty"],
+        capture_output=True,
+        text=True,
+    )
     facts["project_commit"] = rev.stdout.strip() or None
     return facts
 

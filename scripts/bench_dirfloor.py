@@ -66,15 +66,19 @@ def main(argv: list[str] | None = None) -> int:
                 backing, mnt = base / f"b{threads}-{run}", base / f"m{threads}-{run}"
                 backing.mkdir()
                 mnt.mkdir()
-                with latencyfs.mounted(backing, mnt, latency_ms=a.latency_ms,
-                                       cache_seconds=a.cache_seconds):
+                with latencyfs.mounted(
+                    backing, mnt, latency_ms=a.latency_ms, cache_seconds=a.cache_seconds
+                ):
                     (mnt / "d").mkdir()
                     times.append(create_all(mnt / "d", a.files, threads))
                 shutil.rmtree(backing)
             med = statistics.median(times)
-            print(f"{a.files} creates in one directory, {threads} threads, "
-                  f"{a.latency_ms:g} ms: median {med:.3f} s ({1e3 * med / a.files:.2f} ms "
-                  f"per create; runs {', '.join(f'{t:.3f}' for t in times)})", flush=True)
+            print(
+                f"{a.files} creates in one directory, {threads} threads, "
+                f"{a.latency_ms:g} ms: median {med:.3f} s ({1e3 * med / a.files:.2f} ms "
+                f"per create; runs {', '.join(f'{t:.3f}' for t in times)})",
+                flush=True,
+            )
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return 0

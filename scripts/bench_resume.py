@@ -36,8 +36,11 @@ def _git(*args: str) -> None:
 
 
 def _checkout(work: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-m", "pcheckout", "checkout", "-C", str(work), "-q"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pcheckout", "checkout", "-C", str(work), "-q"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _timed(work: Path) -> float:
@@ -61,8 +64,19 @@ def main() -> int:
     base = Path(tempfile.mkdtemp(prefix="pcheckout-bench-resume-"))
     try:
         src = base / "src"
-        subprocess.run([sys.executable, str(HERE / "genrepo.py"), "--shape", ns.shape,
-                        "--files", str(ns.files), str(src)], check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(HERE / "genrepo.py"),
+                "--shape",
+                ns.shape,
+                "--files",
+                str(ns.files),
+                str(src),
+            ],
+            check=True,
+            capture_output=True,
+        )
         fresh: list[float] = []
         rerun: dict[float, list[float]] = {f: [] for f in fractions}
         n = 0
@@ -94,15 +108,19 @@ def main() -> int:
                 finally:
                     latencyfs.umount(mnt)
         t = statistics.median(fresh)
-        print(f"files={ns.files} latency={ns.latency_ms} ms rounds={ns.rounds} "
-              f"load={os.getloadavg()[0]:.1f}")
+        print(
+            f"files={ns.files} latency={ns.latency_ms} ms rounds={ns.rounds} "
+            f"load={os.getloadavg()[0]:.1f}"
+        )
         print(f"fresh checkout: median {t:.2f} s ({', '.join(f'{x:.2f}' for x in fresh)})")
         print("| killed at | re-run (median) | re-run / fresh | target (1.25 - f) |")
         print("|---|---|---|---|")
         for f in fractions:
             r = statistics.median(rerun[f])
-            print(f"| {f:.0%} | {r:.2f} s ({', '.join(f'{x:.2f}' for x in rerun[f])}) "
-                  f"| {r / t:.2f} | {1.25 - f:.2f} |")
+            print(
+                f"| {f:.0%} | {r:.2f} s ({', '.join(f'{x:.2f}' for x in rerun[f])}) "
+                f"| {r / t:.2f} | {1.25 - f:.2f} |"
+            )
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return 0

@@ -71,14 +71,16 @@ class _TreeRssPoller(threading.Thread):
             self.stop.wait(RSS_POLL_SECONDS)
 
 
-def run_timed(cmd: list[str], env: dict[str, str], cwd: Path | None = None,
-              poll_rss: bool = False) -> Timed:
+def run_timed(
+    cmd: list[str], env: dict[str, str], cwd: Path | None = None, poll_rss: bool = False
+) -> Timed:
     """Run ``cmd``; time from just before fork to its reaping. stdout is discarded, stderr
     goes to a temp file (never an undrained pipe) and its tail is kept."""
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=err)
+        proc = subprocess.Popen(
+            cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err
+        )
         poller = _TreeRssPoller(proc.pid) if poll_rss else None
         if poller:
             poller.start()
@@ -95,10 +97,15 @@ def run_timed(cmd: list[str], env: dict[str, str], cwd: Path | None = None,
             poller.join()
         err.seek(0)
         tail = err.read().decode(errors="backslashreplace").splitlines()[-STDERR_TAIL_LINES:]
-    return Timed(seconds=t1 - t0, returncode=proc.returncode, user_s=ru.ru_utime,
-                 sys_s=ru.ru_stime, maxrss_kib=ru.ru_maxrss,
-                 peak_tree_rss_kib=poller.peak if poller else None,
-                 stderr_tail="\n".join(tail))
+    return Timed(
+        seconds=t1 - t0,
+        returncode=proc.returncode,
+        user_s=ru.ru_utime,
+        sys_s=ru.ru_stime,
+        maxrss_kib=ru.ru_maxrss,
+        peak_tree_rss_kib=poller.peak if poller else None,
+        stderr_tail="\n".join(tail),
+    )
 
 
 def fs_type(path: Path) -> str:
@@ -131,8 +138,9 @@ def machine_facts() -> dict[str, Any]:
 
 
 def git_version() -> str:
-    return subprocess.run(["git", "--version"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "--version"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def now_iso() -> str:

@@ -253,14 +253,25 @@ def main(argv: list[str] | None = None) -> int:
     p_mount.add_argument("--cache-seconds", type=float, default=3.0)
     p_mount.add_argument("--threads", type=int, default=None, help=argparse.SUPPRESS)
     p_mount.add_argument("--max-background", type=int, default=None, help=argparse.SUPPRESS)
-    p_mount.add_argument("--fault-errno", default=None,
-                         help="answer this errno (EIO, ESTALE, ...) instead of serving requests")
-    p_mount.add_argument("--fault-ops", default=None,
-                         help="requests that fail: create,mkdir,symlink,write,flush (create)")
-    p_mount.add_argument("--fault-match", default=None,
-                         help="only names or backing paths containing this")
-    p_mount.add_argument("--fault-times", type=int, default=None,
-                         help="fail this many requests in all (default: every one)")
+    p_mount.add_argument(
+        "--fault-errno",
+        default=None,
+        help="answer this errno (EIO, ESTALE, ...) instead of serving requests",
+    )
+    p_mount.add_argument(
+        "--fault-ops",
+        default=None,
+        help="requests that fail: create,mkdir,symlink,write,flush (create)",
+    )
+    p_mount.add_argument(
+        "--fault-match", default=None, help="only names or backing paths containing this"
+    )
+    p_mount.add_argument(
+        "--fault-times",
+        type=int,
+        default=None,
+        help="fail this many requests in all (default: every one)",
+    )
     p_umount = sub.add_parser("umount", help="unmount and wait until gone")
     p_umount.add_argument("mountpoint")
     sub.add_parser("build", help="build the daemon only")

@@ -54,23 +54,26 @@ def plot(run: dict[str, Any], out: Path) -> None:
         raise SystemExit("no fresh-checkout tables in the JSON file")
     cols = min(2, len(tables))
     rows = math.ceil(len(tables) / cols)
-    fig, axes = plt.subplots(rows, cols, squeeze=False,
-                             figsize=(PANEL_INCHES[0] * cols, PANEL_INCHES[1] * rows))
+    fig, axes = plt.subplots(
+        rows, cols, squeeze=False, figsize=(PANEL_INCHES[0] * cols, PANEL_INCHES[1] * rows)
+    )
     for ax, t in zip(axes.flat, tables, strict=False):
         for tool, style in (("pcheckout", "o-"), ("git", "s--")):
             pts = _series(t, tool)
             if pts:
-                label = ("pcheckout --workers N" if tool == "pcheckout"
-                         else "git checkout.workers=N")
+                label = "pcheckout --workers N" if tool == "pcheckout" else "git checkout.workers=N"
                 ax.plot([w for w, _ in pts], [s for _, s in pts], style, label=label)
-        for tool, label, color in (("pcheckout", "pcheckout auto", "C0"),
-                                   ("archive", "git archive | tar -x", "C2")):
+        for tool, label, color in (
+            ("pcheckout", "pcheckout auto", "C0"),
+            ("archive", "git archive | tar -x", "C2"),
+        ):
             y = _ref(t, tool)
             if y:
                 ax.axhline(y, color=color, linestyle=":", label=label)
         if not ax.get_lines():
-            ax.text(0.5, 0.5, "no successful rows", ha="center", va="center",
-                    transform=ax.transAxes)
+            ax.text(
+                0.5, 0.5, "no successful rows", ha="center", va="center", transform=ax.transAxes
+            )
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
         ax.set_yscale("log")
@@ -81,11 +84,14 @@ def plot(run: dict[str, Any], out: Path) -> None:
         ax.grid(True, which="both", alpha=0.3)
         if ax.get_lines():
             ax.legend(fontsize=7)
-    for ax in list(axes.flat)[len(tables):]:
+    for ax in list(axes.flat)[len(tables) :]:
         ax.set_visible(False)
     m = run.get("machine", {})
-    fig.suptitle(f"checkout wall time vs workers - {m.get('nproc', '?')} CPUs, "
-                 f"{run.get('git_version', '')}, {run.get('date', '')[:10]}", fontsize=10)
+    fig.suptitle(
+        f"checkout wall time vs workers - {m.get('nproc', '?')} CPUs, "
+        f"{run.get('git_version', '')}, {run.get('date', '')[:10]}",
+        fontsize=10,
+    )
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=DPI)

@@ -45,10 +45,22 @@ def commit_raw(repo: Path, files: Files, message: str = "raw") -> str:
         lines.append(f"{mode} {oid}\t".encode() + path + b"\0")
     index = repo / ".git" / "raw-index"
     env = {"GIT_INDEX_FILE": str(index)}
-    subprocess.run(["git", "-C", str(repo), "update-index", "-z", "--add", "--index-info"],
-                   input=b"".join(lines), check=True, env={**_env(), **env})
-    tree = subprocess.run(["git", "-C", str(repo), "write-tree"], check=True, capture_output=True,
-                          env={**_env(), **env}).stdout.decode().strip()
+    subprocess.run(
+        ["git", "-C", str(repo), "update-index", "-z", "--add", "--index-info"],
+        input=b"".join(lines),
+        check=True,
+        env={**_env(), **env},
+    )
+    tree = (
+        subprocess.run(
+            ["git", "-C", str(repo), "write-tree"],
+            check=True,
+            capture_output=True,
+            env={**_env(), **env},
+        )
+        .stdout.decode()
+        .strip()
+    )
     index.unlink()
     parent = git(repo, "rev-parse", "-q", "--verify", "HEAD", check=False).decode().strip()
     args = ["commit-tree", tree, "-m", message] + (["-p", parent] if parent else [])

@@ -16,7 +16,9 @@ from helpers import GIT_ENV, make_repo
 
 
 @pytest.fixture(autouse=True)
-def _isolated_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _isolated_git(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No user or system git config, and a private tune cache, for every test."""
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
@@ -68,8 +70,11 @@ def writer(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
 @pytest.fixture(scope="module")
 def big_repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[bytes, bytes]]]:
     """~5,000 files on tmpfs (/dev/shm when there is one): a checkout takes a while."""
-    base = Path(tempfile.mkdtemp(prefix="pcheckout-faults-",
-                                 dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+    base = Path(
+        tempfile.mkdtemp(
+            prefix="pcheckout-faults-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None
+        )
+    )
     files = {b"d%02d/f%05d" % (i % 50, i): b"x%d\n" % i * 200 for i in range(5000)}
     mp = pytest.MonkeyPatch()
     for k, v in GIT_ENV.items():

@@ -26,7 +26,7 @@ HANG_S = 10.0
 #: bytes are relayed as they come.  Answers are counted by the plain protocol
 #: (with --filters that count is approximate, fine for "die").  git dies with
 #: the stand-in (PR_SET_PDEATHSIG), so a killed stand-in leaves no git behind.
-STANDIN = r'''
+STANDIN = r"""
 import ctypes, os, signal, subprocess, sys, threading
 mode, n, flag, argv = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
 def fault_is_mine():
@@ -97,7 +97,7 @@ while True:
     out.flush()
     answers += 1
 git.wait()
-'''
+"""
 
 #: Files for the cat-file tests: "0big" sorts first and is larger than
 #: catfile.SMALL_BLOB, so it is streamed (a cut answer leaves a partial file).
@@ -114,8 +114,11 @@ FILES: dict[bytes, bytes | tuple[str, bytes]] = {
 def no_children() -> list[psutil.Process]:
     deadline = time.monotonic() + HANG_S
     while True:
-        kids = [p for p in psutil.Process().children(recursive=True) if p.is_running()
-                and p.status() != psutil.STATUS_ZOMBIE]
+        kids = [
+            p
+            for p in psutil.Process().children(recursive=True)
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        ]
         if not kids or time.monotonic() > deadline:
             return kids
         time.sleep(0.02)
@@ -151,7 +154,6 @@ def assert_finishes(ours: Path, src: Path, tmp_path: Path, **kw: Any) -> None:
     assert result.mode in ("resume", "checkout")
     assert not (ours / ".git" / IN_PROGRESS).exists()
     assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
-
 
 
 def our_processes(work: Path) -> list[psutil.Process]:

@@ -27,7 +27,9 @@ GIT_ENV = {
 }
 
 
-def git(cwd: Path | str, *args: str | bytes, input: bytes | None = None, check: bool = True) -> bytes:
+def git(
+    cwd: Path | str, *args: str | bytes, input: bytes | None = None, check: bool = True
+) -> bytes:
     proc = subprocess.run(["git", "-C", str(cwd), *args], input=input, capture_output=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"git {args!r} failed: {proc.stderr.decode(errors='replace')}")
@@ -77,7 +79,9 @@ def clone_no_checkout(src: Path, dest: Path, config: dict[str, str] | None = Non
     return dest
 
 
-def clone_with_git(src: Path, dest: Path, rev: str = "HEAD", config: dict[str, str] | None = None) -> Path:
+def clone_with_git(
+    src: Path, dest: Path, rev: str = "HEAD", config: dict[str, str] | None = None
+) -> Path:
     clone_no_checkout(src, dest, config)
     git(dest, "checkout", "-q", "-f", rev)
     return dest
@@ -135,10 +139,17 @@ def assert_same_as_git(ours: Path, theirs: Path) -> None:
     assert_index_matches_lstat(ours)
 
 
-def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     full_env = dict(os.environ)
     if env:
         full_env.update(env)
-    return subprocess.run([sys.executable, "-m", "pcheckout", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "pcheckout", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -139,8 +139,14 @@ def test_counts_and_reasons(checked_out: tuple[Path, dict[str, str]]) -> None:
 
 
 def test_text_auto_eol_lf_converts_nothing(tmp_path: Path) -> None:
-    src = init_raw(tmp_path / "src", {b".gitattributes": b"* text=auto eol=lf\n",
-                                      b"a.txt": CONTENTS["lf"], b"b.txt": CONTENTS["crlf"]})
+    src = init_raw(
+        tmp_path / "src",
+        {
+            b".gitattributes": b"* text=auto eol=lf\n",
+            b"a.txt": CONTENTS["lf"],
+            b"b.txt": CONTENTS["crlf"],
+        },
+    )
     g = Git(src)
     tree = git(src, "rev-parse", "HEAD^{tree}").decode().strip()
     plan = A.plan_conversion(g, discover(g), read_config(g), tree, list_tree(g, tree))
@@ -163,11 +169,13 @@ def test_no_sources_runs_no_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 
 
 def test_info_attributes_and_drivers(tmp_path: Path) -> None:
-    src = init_raw(tmp_path / "src", {b"a.up": b"x\n", b"b.up": b"y\n", b"c.txt": b"z\n",
-                                      b"d.w": b"w\n"})
+    src = init_raw(
+        tmp_path / "src", {b"a.up": b"x\n", b"b.up": b"y\n", b"c.txt": b"z\n", b"d.w": b"w\n"}
+    )
     (src / ".git" / "info").mkdir(exist_ok=True)
     (src / ".git" / "info" / "attributes").write_bytes(
-        b"*.up filter=up\nb.up filter=none\n*.txt filter=req\n*.w working-tree-encoding=UTF-16\n")
+        b"*.up filter=up\nb.up filter=none\n*.txt filter=req\n*.w working-tree-encoding=UTF-16\n"
+    )
     git(src, "config", "filter.up.smudge", "tr a-z A-Z")
     git(src, "config", "filter.req.required", "true")
     g = Git(src)

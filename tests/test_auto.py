@@ -19,8 +19,19 @@ def test_detect_cli_json_and_table(tmp_path: Path) -> None:
     proc = run_cli("detect", "--json", str(tmp_path / "does" / "not" / "exist"))
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
-    for key in ("path", "mount_point", "fstype", "source", "options", "kind", "nfs_version",
-                "f_type", "devices", "latency_bound", "notes"):
+    for key in (
+        "path",
+        "mount_point",
+        "fstype",
+        "source",
+        "options",
+        "kind",
+        "nfs_version",
+        "f_type",
+        "devices",
+        "latency_bound",
+        "notes",
+    ):
         assert key in info
     assert info["probed_path"] == str(tmp_path)  # nearest existing ancestor
     proc = run_cli("detect", str(tmp_path))
@@ -28,7 +39,9 @@ def test_detect_cli_json_and_table(tmp_path: Path) -> None:
 
 
 def test_detect_from_a_captured_mount_table() -> None:
-    proc = run_cli("detect", "--json", "--mountinfo", str(FIXTURES / "nfs41.txt"), "/home/alice/src")
+    proc = run_cli(
+        "detect", "--json", "--mountinfo", str(FIXTURES / "nfs41.txt"), "/home/alice/src"
+    )
     assert proc.returncode == 0, proc.stderr
     info = json.loads(proc.stdout)
     assert info["kind"] == "nfs" and info["nfs_version"] == "4.1" and info["latency_bound"] is True
@@ -39,8 +52,9 @@ def test_detect_from_a_captured_mount_table() -> None:
 def test_tune_then_dry_run_uses_the_stored_result(tmp_path: Path) -> None:
     target = tmp_path / "mount"
     target.mkdir()
-    proc = run_cli("tune", str(target), "--json", "--max-workers", "4", "--files", "200",
-                   "--rounds", "1")
+    proc = run_cli(
+        "tune", str(target), "--json", "--max-workers", "4", "--files", "200", "--rounds", "1"
+    )
     assert proc.returncode == 0, proc.stderr
     tuned = json.loads(proc.stdout)
     curve = [(c["workers"], c["files_per_s"]) for c in tuned["curve"]]
@@ -58,8 +72,9 @@ def test_tune_then_dry_run_uses_the_stored_result(tmp_path: Path) -> None:
     assert report["workers"] == min(tuned["workers"], report["workers"])
     assert "tuned on" in report["reason"]
     # an explicit choice still wins, and says so
-    report = json.loads(run_cli("checkout", "-C", str(work), "--dry-run", "--json",
-                                "--workers", "3").stdout)
+    report = json.loads(
+        run_cli("checkout", "-C", str(work), "--dry-run", "--json", "--workers", "3").stdout
+    )
     assert report["source"] == "user" and report["workers"] == 3
     proc = run_cli("tune", str(target), "--forget")
     assert proc.returncode == 0 and "forgot" in proc.stdout
@@ -72,8 +87,9 @@ def test_environment_and_git_config_choices(tmp_path: Path) -> None:
     work = clone_no_checkout(src, tmp_path / "w", config={"pcheckout.workers": "5"})
     report = json.loads(run_cli("checkout", "-C", str(work), "-n", "--json").stdout)
     assert (report["workers"], report["source"]) == (5, "user")
-    report = json.loads(run_cli("checkout", "-C", str(work), "-n", "--json",
-                                env={"PCHECKOUT_WORKERS": "6"}).stdout)
+    report = json.loads(
+        run_cli("checkout", "-C", str(work), "-n", "--json", env={"PCHECKOUT_WORKERS": "6"}).stdout
+    )
     assert report["workers"] == 6 and "PCHECKOUT_WORKERS" in report["reason"]
 
 

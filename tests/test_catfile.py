@@ -40,8 +40,10 @@ def canned(answer: bytes, stderr: bytes = b"", code: int = 0) -> Any:
 
     It does not wait for requests (they are not sent: a send could race its exit).
     """
-    return player(f"out.write({answer!r}); out.flush(); err.write({stderr!r}); err.flush()\n"
-                  f"sys.exit({code})\n")
+    return player(
+        f"out.write({answer!r}); out.flush(); err.write({stderr!r}); err.flush()\n"
+        f"sys.exit({code})\n"
+    )
 
 
 @pytest.fixture
@@ -75,10 +77,19 @@ def test_real_git_filtered_answers_are_delimited_by_the_sentinel(tmp_path: Path)
     # eol=crlf makes the converted size differ from the header's (stored) size;
     # a line that looks like a "missing" answer must not end the contents.
     tricky = b"one\n" + OID.encode() + b" missing\ntwo\n"
-    repo = make_repo(tmp_path, {b".gitattributes": b"*.txt text eol=crlf\n", b"t.txt": tricky,
-                                b"u.txt": b"u\n", b"raw.bin": b"a\nb\n"})
-    oid = {n: git(repo, "rev-parse", f"HEAD:{n}").decode().strip()
-           for n in ("t.txt", "u.txt", "raw.bin")}
+    repo = make_repo(
+        tmp_path,
+        {
+            b".gitattributes": b"*.txt text eol=crlf\n",
+            b"t.txt": tricky,
+            b"u.txt": b"u\n",
+            b"raw.bin": b"a\nb\n",
+        },
+    )
+    oid = {
+        n: git(repo, "rev-parse", f"HEAD:{n}").decode().strip()
+        for n in ("t.txt", "u.txt", "raw.bin")
+    }
     cf = CatFile(Git(repo), filters=True)
     cf.send(b"".join(cf.request_line(oid[n], n.encode()) for n in ("t.txt", "raw.bin", "u.txt")))
     got = []
@@ -244,8 +255,13 @@ def test_close_reports_a_failing_exit(g: Git) -> None:
 
 
 def test_close_kills_a_child_that_does_not_exit(g: Git) -> None:
-    cf = CatFile(g, spawn=player("import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-                                 "sys.stdin.buffer.read(); time.sleep(60)\n"))
+    cf = CatFile(
+        g,
+        spawn=player(
+            "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+            "sys.stdin.buffer.read(); time.sleep(60)\n"
+        ),
+    )
     cf.close(timeout=0.2)
     assert cf.proc.returncode is not None
     assert not [p for p in psutil.Process().children() if p.pid == cf.proc.pid]

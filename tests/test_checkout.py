@@ -113,7 +113,9 @@ def test_index_version_honoured(tmp_path: Path, version: str) -> None:
     ours = clone_no_checkout(src, tmp_path / "ours", config={"index.version": version})
     _pcheckout(ours)
     # git writes v3 only when an entry needs extended flags, else v2: so do we
-    assert read_index(ours / ".git" / "index").version == read_index(theirs / ".git" / "index").version
+    assert (
+        read_index(ours / ".git" / "index").version == read_index(theirs / ".git" / "index").version
+    )
     assert_same_as_git(ours, theirs)
 
 
@@ -228,7 +230,9 @@ def test_feature_manyfiles_matches_git(tmp_path: Path) -> None:
     theirs = clone_with_git(src, tmp_path / "theirs", config={"feature.manyFiles": "true"})
     ours = clone_no_checkout(src, tmp_path / "ours", config={"feature.manyFiles": "true"})
     _pcheckout(ours)
-    assert read_index(ours / ".git" / "index").version == read_index(theirs / ".git" / "index").version
+    assert (
+        read_index(ours / ".git" / "index").version == read_index(theirs / ".git" / "index").version
+    )
     theirs_raw = (theirs / ".git" / "index").read_bytes()
     ours_raw = (ours / ".git" / "index").read_bytes()
     assert (theirs_raw[-20:] == bytes(20)) == (ours_raw[-20:] == bytes(20))

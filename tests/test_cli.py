@@ -31,7 +31,9 @@ def test_git_subcommand_name(tmp_path: Path) -> None:
         pytest.skip("git-pcheckout is not on PATH (package not installed)")
     src = make_repo(tmp_path, {b"f": b"x"})
     ours = clone_no_checkout(src, tmp_path / "ours")
-    proc = subprocess.run(["git", "-C", str(ours), "pcheckout", "checkout", "-q"], capture_output=True)
+    proc = subprocess.run(
+        ["git", "-C", str(ours), "pcheckout", "checkout", "-q"], capture_output=True
+    )
     assert proc.returncode == 0, proc.stderr
     assert (ours / "f").read_bytes() == b"x"
 

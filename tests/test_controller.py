@@ -95,8 +95,14 @@ def checkout_time(
 
 def auto_vs_best_fixed(curve: Curve, initial: int, total: float, noise: float, seed: int) -> float:
     c = Controller(initial)
-    auto = checkout_time(curve, total, lambda: c.limit,
-                         lambda units: c.observe(int(units), 0, INTERVAL_S), noise, seed)
+    auto = checkout_time(
+        curve,
+        total,
+        lambda: c.limit,
+        lambda units: c.observe(int(units), 0, INTERVAL_S),
+        noise,
+        seed,
+    )
     fixed = min(
         checkout_time(curve, total, lambda n=n: n, lambda units: None, noise, seed)
         for n in range(1, 65)

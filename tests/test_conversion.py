@@ -22,8 +22,8 @@ from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import FilterError
 
 PROCFILTER = Path(__file__).resolve().parent / "procfilter.py"
-UPPER = f"{sys.executable} -c \"import sys; sys.stdout.write(sys.stdin.read().upper())\""
-LOWER = f"{sys.executable} -c \"import sys; sys.stdout.write(sys.stdin.read().lower())\""
+UPPER = f'{sys.executable} -c "import sys; sys.stdout.write(sys.stdin.read().upper())"'
+LOWER = f'{sys.executable} -c "import sys; sys.stdout.write(sys.stdin.read().lower())"'
 DRIVERS = {
     "filter.up.smudge": UPPER,
     "filter.up.clean": LOWER,
@@ -43,8 +43,14 @@ KINDS = ["lf", "crlf", "mixed", "lonecr", "nul", "noeol", "empty", "ident", "wei
 def _files() -> dict[bytes, bytes | tuple[str, bytes]]:
     lines = [b"[attr]mine text eol=crlf"]
     files: dict[bytes, bytes | tuple[str, bytes]] = {}
-    settings = [*SETTINGS, "filter=up", "filter=proc eol=crlf", "ident filter=up",
-                "working-tree-encoding=UTF-16LE", "working-tree-encoding=UTF-16LE eol=crlf"]
+    settings = [
+        *SETTINGS,
+        "filter=up",
+        "filter=proc eol=crlf",
+        "ident filter=up",
+        "working-tree-encoding=UTF-16LE",
+        "working-tree-encoding=UTF-16LE eol=crlf",
+    ]
     for n, setting in enumerate(settings):
         d = b"g%02d" % n
         if setting:
@@ -142,8 +148,10 @@ def test_many_files_mixed_routes_forked(tmp_path: Path) -> None:
 
 
 def test_required_filter_failure_names_path_and_filter(tmp_path: Path) -> None:
-    src = init_raw(tmp_path / "src", {b".gitattributes": b"*.bad filter=bad\n",
-                                      b"a.txt": b"fine\n", b"sub/x.bad": b"data\n"})
+    src = init_raw(
+        tmp_path / "src",
+        {b".gitattributes": b"*.bad filter=bad\n", b"a.txt": b"fine\n", b"sub/x.bad": b"data\n"},
+    )
     cfg = {"filter.bad.smudge": "false", "filter.bad.required": "true"}
     ours = clone_no_checkout(src, tmp_path / "ours", cfg)
     with pytest.raises(FilterError, match=r"sub/x\.bad.*filter 'bad'"):
@@ -155,8 +163,9 @@ def test_required_filter_failure_names_path_and_filter(tmp_path: Path) -> None:
 def test_attributes_of_the_target_not_of_head(tmp_path: Path) -> None:
     # A switch converts with the target's .gitattributes.
     src = init_raw(tmp_path / "src", {b".gitattributes": b"*.txt -text\n", b"a.txt": b"a\n"})
-    commit_raw(src, {b".gitattributes": b"*.txt text eol=crlf\n", b"a.txt": b"a\nb\n",
-                     b"b.txt": b"b\n"})
+    commit_raw(
+        src, {b".gitattributes": b"*.txt text eol=crlf\n", b"a.txt": b"a\nb\n", b"b.txt": b"b\n"}
+    )
     theirs = git_checkout_clone(src, tmp_path / "theirs", {})
     ours = clone_no_checkout(src, tmp_path / "ours")
     git(ours, "checkout", "-q", "-f", "HEAD~1")

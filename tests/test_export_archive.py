@@ -15,7 +15,7 @@ from helpers import git, snapshot
 
 from pcheckout.export import ExportOptions, export
 
-UPPER = f"{sys.executable} -c \"import sys; sys.stdout.write(sys.stdin.read().upper())\""
+UPPER = f'{sys.executable} -c "import sys; sys.stdout.write(sys.stdin.read().upper())"'
 
 FILES: dict[bytes, bytes | tuple[str, bytes]] = {
     b".gitattributes": (
@@ -66,8 +66,9 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def archive_x(repo: Path, rev: str, dest: Path, *args: str) -> Path:
     dest.mkdir()
-    tar = subprocess.run(["git", "-C", str(repo), "archive", *args, rev], check=True,
-                         capture_output=True).stdout
+    tar = subprocess.run(
+        ["git", "-C", str(repo), "archive", *args, rev], check=True, capture_output=True
+    ).stdout
     subprocess.run(["tar", "-x", "-C", str(dest)], input=tar, check=True)
     return dest
 
@@ -91,8 +92,9 @@ def test_export_equals_git_archive(repo: Path, tmp_path: Path, rev: str) -> None
 
 
 def test_export_reports_ignored_and_substituted(repo: Path, tmp_path: Path) -> None:
-    result = export(ExportOptions(repository=repo, rev="HEAD", destination=tmp_path / "d",
-                                  dry_run=True))
+    result = export(
+        ExportOptions(repository=repo, rev="HEAD", destination=tmp_path / "d", dry_run=True)
+    )
     assert result.export_ignored == 12
     assert result.export_subst == 3
     assert result.conversion_reasons == {"crlf": 2, "filter=up": 1, "ident": 1}
@@ -102,10 +104,10 @@ def test_attributes_come_from_the_exported_tree(repo: Path, tmp_path: Path) -> N
     # An older commit without export-ignore lines: its own attributes count, not HEAD's
     # or the work tree's.
     old = tmp_path / "old"
-    init_raw(old, {b".gitattributes": b"*.tmp export-ignore\n", b"a.tmp": b"a\n",
-                   b"b.txt": b"b\n"})
-    commit_raw(old, {b".gitattributes": b"*.txt export-ignore\n", b"a.tmp": b"a\n",
-                     b"b.txt": b"b\n"})
+    init_raw(old, {b".gitattributes": b"*.tmp export-ignore\n", b"a.tmp": b"a\n", b"b.txt": b"b\n"})
+    commit_raw(
+        old, {b".gitattributes": b"*.txt export-ignore\n", b"a.tmp": b"a\n", b"b.txt": b"b\n"}
+    )
     git(old, "checkout", "-q", "-f", "HEAD")
     (old / ".gitattributes").write_bytes(b"* export-ignore\n")  # a local edit
     for rev in ("HEAD", "HEAD~1"):
@@ -122,7 +124,6 @@ def test_export_from_a_bare_repository(repo: Path, tmp_path: Path) -> None:
     git(bare, "config", "filter.up.smudge", UPPER)
     want = snapshot(archive_x(bare, "v1", tmp_path / "git"))
     assert snapshot(ours(bare, "v1", tmp_path / "ours")) == want
-
 
 
 def test_private_scratch_on_a_git_with_check_attr_source_only(repo: Path) -> None:

@@ -60,8 +60,12 @@ def test_catfile_fault_once_is_restarted_and_retried(
 
 @pytest.mark.parametrize(
     ("mode", "n", "stderr"),
-    [("die", 2, "simulated crash"), ("kill", 2, None), ("truncate", 0, "simulated truncation"),
-     ("garbage", 1, None)],
+    [
+        ("die", 2, "simulated crash"),
+        ("kill", 2, None),
+        ("truncate", 0, "simulated truncation"),
+        ("garbage", 1, None),
+    ],
 )
 def test_catfile_fault_every_time_gives_a_clear_error(
     tmp_path: Path, repo: Path, mode: str, n: int, stderr: str | None
@@ -177,8 +181,16 @@ def test_erofs_work_tree(tmp_path: Path, mounts: list[Path]) -> None:
     # The git dir stays writable (the marker goes there); the work tree is a
     # read-only bind mount.
     work = tmp_path / "work"
-    git(tmp_path, "clone", "-q", "--no-checkout", "--separate-git-dir",
-        str(tmp_path / "gitdir"), str(src), str(work))
+    git(
+        tmp_path,
+        "clone",
+        "-q",
+        "--no-checkout",
+        "--separate-git-dir",
+        str(tmp_path / "gitdir"),
+        str(src),
+        str(work),
+    )
     os.unlink(work / ".git")
     backing = tmp_path / "backing"
     work.rename(backing)
@@ -188,12 +200,14 @@ def test_erofs_work_tree(tmp_path: Path, mounts: list[Path]) -> None:
     _mount("-o", "remount,bind,ro", str(work))
     from helpers import run_cli
 
-    proc = run_cli("checkout", "-C", str(work), env={"GIT_DIR": str(tmp_path / "gitdir"),
-                                                      "GIT_WORK_TREE": str(work)})
+    proc = run_cli(
+        "checkout",
+        "-C",
+        str(work),
+        env={"GIT_DIR": str(tmp_path / "gitdir"), "GIT_WORK_TREE": str(work)},
+    )
     assert proc.returncode == 1, proc.stderr
-    assert proc.stderr.strip().splitlines() == [
-        proc.stderr.strip()
-    ]
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
     assert proc.stderr.startswith("pcheckout: error: cannot write ")
     assert "Read-only file system (EROFS)" in proc.stderr
     assert os.listdir(backing) == []
@@ -248,9 +262,13 @@ def test_low_open_file_limit_means_fewer_workers(tmp_path: Path) -> None:
     files = {b"d%d/f%04d" % (i % 17, i): b"%d\n" % i for i in range(2000)}
     src = make_repo(tmp_path, files)
     ours = clone_no_checkout(src, tmp_path / "ours")
-    proc = subprocess.run([sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours),
-                           "-j", "32", "--no-adapt"], capture_output=True, text=True,
-                          preexec_fn=_limit_files(48), timeout=HANG_S * 6)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours), "-j", "32", "--no-adapt"],
+        capture_output=True,
+        text=True,
+        preexec_fn=_limit_files(48),
+        timeout=HANG_S * 6,
+    )
     assert proc.returncode == 0, proc.stderr
     assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs"))
 
@@ -260,9 +278,13 @@ def test_open_file_limit_too_low_for_one_worker(tmp_path: Path) -> None:
     ours = clone_no_checkout(src, tmp_path / "ours")
     failures = []
     for limit in range(6, 15):  # from "nothing fits" up to the first that works
-        proc = subprocess.run([sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours),
-                               "-j", "4"], capture_output=True, text=True,
-                              preexec_fn=_limit_files(limit), timeout=HANG_S * 6)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours), "-j", "4"],
+            capture_output=True,
+            text=True,
+            preexec_fn=_limit_files(limit),
+            timeout=HANG_S * 6,
+        )
         if proc.returncode == 0:
             break
         failures.append(proc)
@@ -273,8 +295,9 @@ def test_open_file_limit_too_low_for_one_worker(tmp_path: Path) -> None:
     assert failures, "no limit was low enough to fail"
     # Which step runs out first depends on how many pipes each git call needs;
     # test_catfile covers the cat-file start's advice.
-    assert all("cannot run git" in p.stderr or "cannot start git cat-file" in p.stderr
-               for p in failures)
+    assert all(
+        "cannot run git" in p.stderr or "cannot start git cat-file" in p.stderr for p in failures
+    )
 
 
 # -- interrupts ----------------------------------------------------------------------
@@ -286,9 +309,22 @@ def test_interrupt_stops_promptly_and_a_rerun_finishes(
     for _attempt in range(3):  # the checkout may win the race to the signal: try again
         ours = src.parent / f"ours-{signum}-{_attempt}"
         git(src.parent, "clone", "-q", "--no-checkout", str(src), str(ours))
-        cli = subprocess.Popen([sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours),
-                                "-j", "2", "--no-adapt"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cli = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "pcheckout",
+                "checkout",
+                "-C",
+                str(ours),
+                "-j",
+                "2",
+                "--no-adapt",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + HANG_S
         while not any(n != ".git" for n in os.listdir(ours)) and cli.poll() is None:
             assert time.monotonic() < deadline
@@ -306,8 +342,9 @@ def test_interrupt_stops_promptly_and_a_rerun_finishes(
     assert cli.returncode == 128 + signum, err
     assert stopped < HANG_S
     name = signal.Signals(signum).name
-    assert err == (f"pcheckout: error: interrupted by {name}; "
-                   "run 'pcheckout checkout' again to finish\n")
+    assert err == (
+        f"pcheckout: error: interrupted by {name}; run 'pcheckout checkout' again to finish\n"
+    )
     assert kids, "no cat-file was running when the signal was sent"
     assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
     assert our_processes(ours) == []

@@ -15,7 +15,9 @@ pytestmark = pytest.mark.usefixtures("writer")
 TEXT = b"line one\nline two\n"
 
 
-def _both(tmp_path: Path, files: dict, config: dict[str, str] | None = None, workers: int = 3) -> Path:
+def _both(
+    tmp_path: Path, files: dict, config: dict[str, str] | None = None, workers: int = 3
+) -> Path:
     src = make_repo(tmp_path, files)
     theirs = clone_with_git(src, tmp_path / "theirs", config=config)
     ours = clone_no_checkout(src, tmp_path / "ours", config=config)
@@ -26,29 +28,39 @@ def _both(tmp_path: Path, files: dict, config: dict[str, str] | None = None, wor
 
 
 def test_eol_crlf_attribute_and_gitattributes_itself(tmp_path: Path) -> None:
-    ours = _both(tmp_path, {
-        b".gitattributes": b"* text eol=crlf\n*.bin -text\n",
-        b"a.txt": TEXT,
-        b"sub/b.txt": TEXT,
-        b"x.bin": b"\x00\x01\n",
-        b"link": ("l", b"a.txt"),
-    })
+    ours = _both(
+        tmp_path,
+        {
+            b".gitattributes": b"* text eol=crlf\n*.bin -text\n",
+            b"a.txt": TEXT,
+            b"sub/b.txt": TEXT,
+            b"x.bin": b"\x00\x01\n",
+            b"link": ("l", b"a.txt"),
+        },
+    )
     assert (ours / "a.txt").read_bytes() == b"line one\r\nline two\r\n"
     assert (ours / ".gitattributes").read_bytes().endswith(b"\r\n")
 
 
 def test_nested_gitattributes_and_text_auto(tmp_path: Path) -> None:
-    _both(tmp_path, {
-        b".gitattributes": b"*.txt text=auto eol=crlf\n",
-        b"deep/er/.gitattributes": b"*.txt -text\n",
-        b"top.txt": TEXT,
-        b"deep/er/raw.txt": TEXT,
-        b"deep/mid.txt": TEXT,
-    })
+    _both(
+        tmp_path,
+        {
+            b".gitattributes": b"*.txt text=auto eol=crlf\n",
+            b"deep/er/.gitattributes": b"*.txt -text\n",
+            b"top.txt": TEXT,
+            b"deep/er/raw.txt": TEXT,
+            b"deep/mid.txt": TEXT,
+        },
+    )
 
 
 def test_core_autocrlf_without_attributes(tmp_path: Path) -> None:
-    _both(tmp_path, {b"a.txt": TEXT, b"b/c.txt": TEXT, b"bin": b"\x00\n"}, config={"core.autocrlf": "true"})
+    _both(
+        tmp_path,
+        {b"a.txt": TEXT, b"b/c.txt": TEXT, b"bin": b"\x00\n"},
+        config={"core.autocrlf": "true"},
+    )
 
 
 def test_ident(tmp_path: Path) -> None:
@@ -57,23 +69,33 @@ def test_ident(tmp_path: Path) -> None:
 
 
 def test_smudge_filter(tmp_path: Path) -> None:
-    smudge = f"{sys.executable} -c \"import sys; sys.stdout.write(sys.stdin.read().upper())\""
-    clean = f"{sys.executable} -c \"import sys; sys.stdout.write(sys.stdin.read().lower())\""
+    smudge = f'{sys.executable} -c "import sys; sys.stdout.write(sys.stdin.read().upper())"'
+    clean = f'{sys.executable} -c "import sys; sys.stdout.write(sys.stdin.read().lower())"'
     cfg = {"filter.up.smudge": smudge, "filter.up.clean": clean}
-    ours = _both(tmp_path, {b".gitattributes": b"*.up filter=up\n", b"s.up": b"shout\n",
-                            b"plain": b"quiet\n"}, config=cfg)
+    ours = _both(
+        tmp_path,
+        {b".gitattributes": b"*.up filter=up\n", b"s.up": b"shout\n", b"plain": b"quiet\n"},
+        config=cfg,
+    )
     assert (ours / "s.up").read_bytes() == b"SHOUT\n"
     assert (ours / "plain").read_bytes() == b"quiet\n"
 
 
 def test_working_tree_encoding(tmp_path: Path) -> None:
-    _both(tmp_path, {b".gitattributes": b"*.u16 working-tree-encoding=UTF-16LE\n",
-                     b"w.u16": "héllo\n".encode("utf-16-le")})
+    _both(
+        tmp_path,
+        {
+            b".gitattributes": b"*.u16 working-tree-encoding=UTF-16LE\n",
+            b"w.u16": "héllo\n".encode("utf-16-le"),
+        },
+    )
 
 
 def test_filtered_names_with_newlines(tmp_path: Path) -> None:
-    _both(tmp_path, {b".gitattributes": b"* text eol=crlf\n", b"new\nline.txt": TEXT,
-                     b"tab\t.txt": TEXT})
+    _both(
+        tmp_path,
+        {b".gitattributes": b"* text eol=crlf\n", b"new\nline.txt": TEXT, b"tab\t.txt": TEXT},
+    )
 
 
 @pytest.mark.parametrize("workers", [1, 8])

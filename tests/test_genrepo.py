@@ -24,8 +24,9 @@ def genrepo() -> ModuleType:
 
 
 def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(repo), *args], check=True, capture_output=True, text=True
+    ).stdout
 
 
 def ls_tree(repo: Path, rev: str) -> list[tuple[str, str, int, str]]:
@@ -42,15 +43,29 @@ def test_same_seed_same_commit_ids(genrepo: ModuleType, tmp_path: Path) -> None:
     a = genrepo.generate(spec, tmp_path / "a")
     b = genrepo.generate(spec, tmp_path / "b")
     assert (a.v1, a.v2) == (b.v1, b.v2)
-    c = genrepo.generate(genrepo.RepoSpec(shape="source", files=300, seed=8, change=0.2),
-                         tmp_path / "c")
+    c = genrepo.generate(
+        genrepo.RepoSpec(shape="source", files=300, seed=8, change=0.2), tmp_path / "c"
+    )
     assert c.v1 != a.v1
 
 
 def test_cli_matches_library(genrepo: ModuleType, tmp_path: Path) -> None:
     res = genrepo.generate(genrepo.RepoSpec(shape="tiny", files=200, seed=3), tmp_path / "lib")
-    subprocess.run([sys.executable, str(SCRIPT), "--shape", "tiny", "--files", "200",
-                    "--seed", "3", str(tmp_path / "cli")], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--shape",
+            "tiny",
+            "--files",
+            "200",
+            "--seed",
+            "3",
+            str(tmp_path / "cli"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     assert git(tmp_path / "cli", "rev-parse", "main").strip() == res.v1
 
 
@@ -83,12 +98,13 @@ def test_tiny_shape_has_many_files_per_directory(genrepo: ModuleType, tmp_path: 
 
 def test_change_makes_v2_with_every_kind_of_change(genrepo: ModuleType, tmp_path: Path) -> None:
     repo = tmp_path / "r"
-    res = genrepo.generate(genrepo.RepoSpec(shape="source", files=2000, seed=2, change=0.2),
-                           repo)
+    res = genrepo.generate(genrepo.RepoSpec(shape="source", files=2000, seed=2, change=0.2), repo)
     assert git(repo, "rev-parse", "main") == git(repo, "rev-parse", "v2")
     assert git(repo, "rev-parse", "v2^").strip() == res.v1
-    status = [ln.split("\t")[0][0] for ln in
-              git(repo, "diff", "-M", "--name-status", "v1", "v2").splitlines()]
+    status = [
+        ln.split("\t")[0][0]
+        for ln in git(repo, "diff", "-M", "--name-status", "v1", "v2").splitlines()
+    ]
     for kind in "AMDRT":
         assert kind in status, kind
     assert 0.15 * 2000 < len(status) < 0.3 * 2000
@@ -107,8 +123,16 @@ def test_big_blob_is_streamed(genrepo: ModuleType, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "script", ["genrepo.py", "bench.py", "bench_clone.py", "latencyfs.py", "latencyfs_check.py",
-               "plot_bench.py"])
+    "script",
+    [
+        "genrepo.py",
+        "bench.py",
+        "bench_clone.py",
+        "latencyfs.py",
+        "latencyfs_check.py",
+        "plot_bench.py",
+    ],
+)
 def test_script_help_renders(script: str) -> None:
     """Every benchmark script's --help renders (a stray '%' in a help text broke bench.py's)."""
     path = Path(__file__).resolve().parent.parent / "scripts" / script
@@ -133,8 +157,9 @@ def test_bigdir_shape_has_one_directory_of_1200_files(genrepo: ModuleType, tmp_p
 @pytest.mark.parametrize("attributes", ["text-auto", "gitlike"])
 def test_attribute_sets(genrepo: ModuleType, tmp_path: Path, attributes: str) -> None:
     plain = genrepo.generate(genrepo.RepoSpec(files=500, seed=4), tmp_path / "plain")
-    res = genrepo.generate(genrepo.RepoSpec(files=500, seed=4, attributes=attributes),
-                           tmp_path / "attrs")
+    res = genrepo.generate(
+        genrepo.RepoSpec(files=500, seed=4, attributes=attributes), tmp_path / "attrs"
+    )
     repo = tmp_path / "attrs"
     attrs = git(repo, "show", "v1:.gitattributes")
     if attributes == "text-auto":

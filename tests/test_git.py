@@ -21,8 +21,15 @@ def repo(tmp_path: Path) -> Path:
 
 
 def test_batch_check_answers_like_rev_parse(repo: Path) -> None:
-    names = ["HEAD^{tree}", "v1^{commit}", "HEAD:d", "HEAD:f", "nope^{commit}", "HEAD:no such",
-             "main~5"]
+    names = [
+        "HEAD^{tree}",
+        "v1^{commit}",
+        "HEAD:d",
+        "HEAD:f",
+        "nope^{commit}",
+        "HEAD:no such",
+        "main~5",
+    ]
     found = batch_check(Git(repo), names)
     for name, got in zip(names, found, strict=True):
         proc = git(repo, "rev-parse", "--verify", "--quiet", name, check=False)
@@ -44,9 +51,28 @@ def test_branch_names_git_accepts(repo: Path, name: str) -> None:
     assert git(repo, "check-ref-format", "--branch", name, check=False).strip()
 
 
-@pytest.mark.parametrize("name", ["v1~2", "x^{tree}", "@{-1}", "a..b", ".hidden", "a/.b",
-                                  "x.lock", "a b", "-x", "a/", "a\\b", "x:y", "a//b", "x*",
-                                  "", "@", "HEAD"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "v1~2",
+        "x^{tree}",
+        "@{-1}",
+        "a..b",
+        ".hidden",
+        "a/.b",
+        "x.lock",
+        "a b",
+        "-x",
+        "a/",
+        "a\\b",
+        "x:y",
+        "a//b",
+        "x*",
+        "",
+        "@",
+        "HEAD",
+    ],
+)
 def test_revision_syntax_is_no_branch_name(name: str) -> None:
     assert not is_branch_name(name)
 

@@ -473,8 +473,27 @@ def test_skip_worktree_entries_and_sdir_marker_are_written_as_git_reads_them(
     tree = bytes.fromhex(git(repo, "rev-parse", "HEAD:out").decode().strip())
     sdir = IndexEntry(b"out/", MODE_SPARSE_DIR, tree, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                       extended_flags=EXT_FLAG_SKIP_WORKTREE)  # fmt: skip
-    rows = [(e.path, (e.ctime_s, e.ctime_ns, e.mtime_s, e.mtime_ns, e.dev, e.ino, e.mode,
-                      e.uid, e.gid, e.size, e.oid), 0, e.extended_flags) for e in (a, sdir)]
+    rows = [
+        (
+            e.path,
+            (
+                e.ctime_s,
+                e.ctime_ns,
+                e.mtime_s,
+                e.mtime_ns,
+                e.dev,
+                e.ino,
+                e.mode,
+                e.uid,
+                e.gid,
+                e.size,
+                e.oid,
+            ),
+            0,
+            e.extended_flags,
+        )
+        for e in (a, sdir)
+    ]
     data = encode_rows(rows, 2, extended=True, sparse_directories=True)
     (repo / "out" / "b.txt").unlink()  # git >= 2.36 clears the bit of a file that exists
     assert data[4:8] == b"\0\0\0\3"

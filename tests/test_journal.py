@@ -111,8 +111,9 @@ def test_only_entries_raw_now_are_candidates(tmp_path: Path) -> None:
     assert jn.candidates(prev, TREE, [True], [False]) == [0]  # beyond the listing
 
 
-@pytest.mark.parametrize("change", ["none", "rewrite", "truncate", "chmod", "replace", "remove",
-                                    "touch"])
+@pytest.mark.parametrize(
+    "change", ["none", "rewrite", "truncate", "chmod", "replace", "remove", "touch"]
+)
 def test_proof_by_stat_data(tmp_path: Path, change: str) -> None:
     marker = tmp_path / "marker"
     f = tmp_path / "f"

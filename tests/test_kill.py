@@ -133,8 +133,16 @@ def _kill_and_rerun(src: Path, theirs: Path, ours: Path, n: int, extra: list[str
 
 @pytest.mark.parametrize(
     ("writers", "n"),
-    [("processes", 0), ("processes", 1), ("processes", 700), ("processes", 2500),
-     ("processes", len(FILES)), ("threads", 1), ("threads", 1500), ("threads", 2990)],
+    [
+        ("processes", 0),
+        ("processes", 1),
+        ("processes", 700),
+        ("processes", 2500),
+        ("processes", len(FILES)),
+        ("threads", 1),
+        ("threads", 1500),
+        ("threads", 2990),
+    ],
 )
 def test_sigkill_after_the_nth_write_then_rerun_equals_git(
     src: Path, theirs: Path, n: int, writers: str

@@ -50,8 +50,13 @@ def _env() -> dict[str, str]:
 
 
 def _holder(index: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(index)], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=_env())
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(index)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline() == "held\n"
     return proc
@@ -65,8 +70,9 @@ def repo(tmp_path: Path) -> Path:
 def test_message_is_gits_own(repo: Path) -> None:
     lock = repo / ".git" / "index.lock"
     lock.touch()
-    proc = subprocess.run(["git", "-C", str(repo), "update-index", "--refresh"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "update-index", "--refresh"], capture_output=True, text=True
+    )
     assert proc.returncode == 128
     gits = proc.stderr.removeprefix("fatal: ").strip()
     assert unable_to_lock_message(os.fsencode(lock)) == " ".join(gits.split())
@@ -125,8 +131,9 @@ def test_a_live_holder_is_never_disturbed(repo: Path) -> None:
         for _ in range(3):
             with pytest.raises(IndexLockError):
                 IndexLock.acquire(index)
-        proc = subprocess.run(["git", "-C", str(repo), "update-index", "--refresh"],
-                              capture_output=True, text=True)
+        proc = subprocess.run(
+            ["git", "-C", str(repo), "update-index", "--refresh"], capture_output=True, text=True
+        )
         assert proc.returncode == 128 and "index.lock': File exists." in proc.stderr
         assert (repo / ".git" / "index.lock").read_bytes() == held
     finally:
@@ -141,8 +148,13 @@ def test_a_second_acquire_in_the_same_process_fails_and_keeps_the_first(repo: Pa
     with IndexLock.acquire(index):
         with pytest.raises(IndexLockError):
             IndexLock.acquire(index)
-        proc = subprocess.run([sys.executable, "-c", CONTENDER, str(index)], input="",
-                              capture_output=True, text=True, env=_env())
+        proc = subprocess.run(
+            [sys.executable, "-c", CONTENDER, str(index)],
+            input="",
+            capture_output=True,
+            text=True,
+            env=_env(),
+        )
         assert proc.stdout == "busy\n", proc.stderr
 
 
@@ -165,9 +177,16 @@ def test_contenders_for_a_dead_lock_exactly_one_wins(repo: Path) -> None:
         holder = _holder(index)
         holder.send_signal(signal.SIGKILL)
         holder.communicate()
-        procs = [subprocess.Popen([sys.executable, "-c", CONTENDER, str(index)],
-                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                  env=_env()) for _ in range(4)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", CONTENDER, str(index)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+                env=_env(),
+            )
+            for _ in range(4)
+        ]
         said = []
         for p in procs:
             assert p.stdout is not None

@@ -12,7 +12,9 @@ FIXTURES = Path(__file__).parent / "fixtures" / "mountinfo"
 
 
 def test_documented_example_line() -> None:
-    e = mi.parse_line("36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue")
+    e = mi.parse_line(
+        "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue"
+    )
     assert (e.mount_id, e.parent_id, e.major, e.minor) == (36, 35, 98, 0)
     assert e.root == "/mnt1" and e.mount_point == "/mnt2"
     assert e.mount_options == {"rw": None, "noatime": None}

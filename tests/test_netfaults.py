@@ -49,8 +49,13 @@ def _clone_onto(src: Path, work: Path) -> None:
 
 @pytest.mark.parametrize(
     ("errno_name", "ops", "times"),
-    [("ESTALE", "create", 3), ("EIO", "create", 2), ("EIO", "flush", 2), ("EIO", "write", 2),
-     ("ESTALE", "mkdir,symlink", 3)],
+    [
+        ("ESTALE", "create", 3),
+        ("EIO", "create", 2),
+        ("EIO", "flush", 2),
+        ("EIO", "write", 2),
+        ("ESTALE", "mkdir,symlink", 3),
+    ],
 )
 def test_transient_errors_are_retried_for_the_one_file(
     lfs: object, tmp_path: Path, errno_name: str, ops: str, times: int

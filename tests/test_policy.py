@@ -42,7 +42,9 @@ def fs(
     )  # fmt: skip
 
 
-def plan(info: FsInfo | None, entries: int = 10_000, cpus: CpuInfo = SMT8, **kw: object) -> WorkerPlan:
+def plan(
+    info: FsInfo | None, entries: int = 10_000, cpus: CpuInfo = SMT8, **kw: object
+) -> WorkerPlan:
     return choose_workers(info, cpus=cpus, entries=entries, nbytes=entries * 4096, **kw)  # type: ignore[arg-type]
 
 
@@ -130,7 +132,18 @@ def test_few_entries_per_worker_reduce_the_count() -> None:
 
 
 def test_reason_is_one_line() -> None:
-    for kind in ("nfs", "smb", "network", "fuse", "tmpfs", "ssd", "hdd", "virtual", "overlay", "unknown"):
+    for kind in (
+        "nfs",
+        "smb",
+        "network",
+        "fuse",
+        "tmpfs",
+        "ssd",
+        "hdd",
+        "virtual",
+        "overlay",
+        "unknown",
+    ):
         assert "\n" not in plan(fs(kind)).reason  # type: ignore[arg-type]
 
 
@@ -181,7 +194,12 @@ def test_tuned_still_respects_threshold_and_cap() -> None:
 
 def test_no_choice_anywhere() -> None:
     assert explicit_choice(None, {}, {}) is None
-    assert explicit_choice(parse_workers("auto"), {"PCHECKOUT_WORKERS": "auto"}, {"pcheckout.workers": "auto"}) is None
+    assert (
+        explicit_choice(
+            parse_workers("auto"), {"PCHECKOUT_WORKERS": "auto"}, {"pcheckout.workers": "auto"}
+        )
+        is None
+    )
 
 
 def test_precedence_cli_env_config() -> None:
@@ -189,17 +207,25 @@ def test_precedence_cli_env_config() -> None:
     cfg = {"pcheckout.workers": "5", "checkout.workers": "4"}
     assert explicit_choice(parse_workers("7"), env, cfg) == Explicit(7, "--workers")
     assert explicit_choice(None, env, cfg) == Explicit(6, "PCHECKOUT_WORKERS")
-    assert explicit_choice(parse_workers("auto"), {}, cfg) == Explicit(5, "git config pcheckout.workers")
-    assert explicit_choice(None, {}, {"checkout.workers": "4"}) == Explicit(4, "git config checkout.workers")
+    assert explicit_choice(parse_workers("auto"), {}, cfg) == Explicit(
+        5, "git config pcheckout.workers"
+    )
+    assert explicit_choice(None, {}, {"checkout.workers": "4"}) == Explicit(
+        4, "git config checkout.workers"
+    )
 
 
 def test_auto_defers_to_the_next_level() -> None:
-    assert explicit_choice(parse_workers("auto"), {"PCHECKOUT_WORKERS": "3"}, {}) == Explicit(3, "PCHECKOUT_WORKERS")
+    assert explicit_choice(parse_workers("auto"), {"PCHECKOUT_WORKERS": "3"}, {}) == Explicit(
+        3, "PCHECKOUT_WORKERS"
+    )
     assert explicit_choice(None, {"PCHECKOUT_WORKERS": ""}, {"pcheckout.workers": "2"}).workers == 2  # type: ignore[union-attr]
 
 
 def test_git_config_keys_are_case_insensitive() -> None:
-    assert explicit_choice(None, {}, {"PCheckout.Workers": "9"}) == Explicit(9, "git config pcheckout.workers")
+    assert explicit_choice(None, {}, {"PCheckout.Workers": "9"}) == Explicit(
+        9, "git config pcheckout.workers"
+    )
 
 
 def test_git_checkout_workers_below_one_means_all_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -337,8 +363,9 @@ def test_explicit_writer_wins_over_kind_and_tuning() -> None:
     assert (p.writer, p.writer_source, p.workers) == ("git", "user", 24)
     assert not p.adapt and not p.processes
     tmpfs = fs("tmpfs", fstype="tmpfs")
-    p = plan(tmpfs, cpus=TWO, writer=ExplicitWriter("pcheckout", "PCHECKOUT_WRITER"),
-             git_version=GIT_NEW)
+    p = plan(
+        tmpfs, cpus=TWO, writer=ExplicitWriter("pcheckout", "PCHECKOUT_WRITER"), git_version=GIT_NEW
+    )
     assert (p.writer, p.workers, p.processes) == ("pcheckout", 2, True)
     assert "PCHECKOUT_WRITER" in p.writer_reason
     old = plan(tmpfs, writer=ExplicitWriter("git", "--writer"), git_version=GIT_OLD)
@@ -346,8 +373,12 @@ def test_explicit_writer_wins_over_kind_and_tuning() -> None:
 
 
 def test_explicit_count_goes_to_git_as_is() -> None:
-    p = plan(fs("tmpfs", fstype="tmpfs"), cpus=TWO, explicit=Explicit(7, "--workers"),
-             git_version=GIT_NEW)
+    p = plan(
+        fs("tmpfs", fstype="tmpfs"),
+        cpus=TWO,
+        explicit=Explicit(7, "--workers"),
+        git_version=GIT_NEW,
+    )
     assert (p.writer, p.workers, p.source) == ("git", 7, "user")
 
 
@@ -377,13 +408,16 @@ def test_explicit_writer_precedence_cli_env_config() -> None:
     assert explicit_writer("git", env, cfg) == ExplicitWriter("git", "--writer")
     assert explicit_writer(None, env, cfg) == ExplicitWriter("pcheckout", "PCHECKOUT_WRITER")
     assert explicit_writer("auto", {"PCHECKOUT_WRITER": "auto"}, cfg) == ExplicitWriter(
-        "git", "git config pcheckout.writer")
+        "git", "git config pcheckout.writer"
+    )
     assert explicit_writer("AUTO", {}, {"PCheckout.Writer": "auto"}) is None
     assert explicit_writer(None, {"PCHECKOUT_WRITER": " "}, {}) is None
 
 
-@pytest.mark.parametrize(("cli", "env", "where"), [
-    ("cat-file", {}, "--writer"), (None, {"PCHECKOUT_WRITER": "gitt"}, "PCHECKOUT_WRITER")])
+@pytest.mark.parametrize(
+    ("cli", "env", "where"),
+    [("cat-file", {}, "--writer"), (None, {"PCHECKOUT_WRITER": "gitt"}, "PCHECKOUT_WRITER")],
+)
 def test_invalid_writer_is_a_usage_error(cli: str | None, env: dict[str, str], where: str) -> None:
     with pytest.raises(UsageError, match=where):
         explicit_writer(cli, env, {})

@@ -23,8 +23,9 @@ def _flaky(failures: list[int]) -> tuple[list[int], object]:
     return calls, call
 
 
-@pytest.mark.parametrize("code", [errno.ESTALE, errno.EIO, errno.EINTR, errno.EAGAIN,
-                                  errno.ETIMEDOUT])
+@pytest.mark.parametrize(
+    "code", [errno.ESTALE, errno.EIO, errno.EINTR, errno.EAGAIN, errno.ETIMEDOUT]
+)
 def test_transient_errors_are_retried(code: int) -> None:
     slept: list[float] = []
     calls, call = _flaky([code, code])
@@ -46,5 +47,6 @@ def test_gives_up_after_the_bound_and_says_so() -> None:
         retrying(call, sleep=lambda s: None)  # type: ignore[arg-type]
     assert len(calls) == MAX_ATTEMPTS and info.value.errno == errno.ESTALE
     msg = str(WriteError(b"d/f", info.value))
-    assert msg == (f"cannot write d/f: {info.value.strerror} (ESTALE); "
-                   f"gave up after {MAX_ATTEMPTS} attempts")
+    assert msg == (
+        f"cannot write d/f: {info.value.strerror} (ESTALE); gave up after {MAX_ATTEMPTS} attempts"
+    )

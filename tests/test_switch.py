@@ -30,26 +30,35 @@ V1: dict[bytes, bytes | tuple[str, bytes]] = {
 
 
 def _v2(src: Path) -> None:
-    for p in [b"change.txt", b"delete.txt", b"rename-me.txt", b"file-to-dir", b"link-to-file",
-              b"file-to-link"]:
+    for p in [
+        b"change.txt",
+        b"delete.txt",
+        b"rename-me.txt",
+        b"file-to-dir",
+        b"link-to-file",
+        b"file-to-link",
+    ]:
         (src / p.decode()).unlink()
     git(src, "rm", "-rq", "--cached", "dir-to-file", "gone")
     import shutil
 
     shutil.rmtree(src / "dir-to-file")
     shutil.rmtree(src / "gone")
-    write_tree_files(src, {
-        b"change.txt": b"new\n",
-        b"renamed.txt": b"moving\n",
-        b"file-to-dir/inner": b"now a dir\n",
-        b"dir-to-file": b"now a file\n",
-        b"link-to-file": b"now a file\n",
-        b"file-to-link": ("l", b"keep.txt"),
-        b"new/dir/tree/f": b"f\n",
-        b"odd\nname": b"2\n",
-        b".gitattributes": b"*.crlf text eol=crlf\n",
-        b"x.crlf": b"a\nb\n",
-    })
+    write_tree_files(
+        src,
+        {
+            b"change.txt": b"new\n",
+            b"renamed.txt": b"moving\n",
+            b"file-to-dir/inner": b"now a dir\n",
+            b"dir-to-file": b"now a file\n",
+            b"link-to-file": b"now a file\n",
+            b"file-to-link": ("l", b"keep.txt"),
+            b"new/dir/tree/f": b"f\n",
+            b"odd\nname": b"2\n",
+            b".gitattributes": b"*.crlf text eol=crlf\n",
+            b"x.crlf": b"a\nb\n",
+        },
+    )
     (src / "mode.sh").chmod(0o755)
     git(src, "add", "-A")
     git(src, "commit", "-qm", "v2")
@@ -96,7 +105,9 @@ def test_switch_matches_git(
     assert_same_as_git(ours, theirs)
 
 
-def test_head_and_reflog_follow_git_through_a_series_of_switches(tmp_path: Path, repo: Path) -> None:
+def test_head_and_reflog_follow_git_through_a_series_of_switches(
+    tmp_path: Path, repo: Path
+) -> None:
     git(repo, "branch", "side", "v1")
     theirs = clone_with_git(repo, tmp_path / "theirs")
     ours = clone_with_git(repo, tmp_path / "ours")
@@ -105,7 +116,9 @@ def test_head_and_reflog_follow_git_through_a_series_of_switches(tmp_path: Path,
         checkout(CheckoutOptions(directory=ours, rev=rev))
         assert_same_as_git(ours, theirs)
         # git's reflog: "moving from <branch>" or from the full commit id when detached
-        assert git(ours, "reflog", "-1", "--format=%gs") == git(theirs, "reflog", "-1", "--format=%gs")
+        assert git(ours, "reflog", "-1", "--format=%gs") == git(
+            theirs, "reflog", "-1", "--format=%gs"
+        )
 
 
 def test_untouched_entries_keep_their_stat_data(tmp_path: Path, repo: Path) -> None:
@@ -124,8 +137,12 @@ def test_local_changes_refused_like_git(tmp_path: Path, repo: Path, stats: int |
     (ours / "change.txt").write_bytes(b"my work\n")
     theirs = clone_with_git(repo, tmp_path / "theirs", rev="v1")
     (theirs / "change.txt").write_bytes(b"my work\n")
-    assert b"would be overwritten" in __import__("subprocess").run(
-        ["git", "-C", str(theirs), "checkout", "v2"], capture_output=True).stderr
+    assert (
+        b"would be overwritten"
+        in __import__("subprocess")
+        .run(["git", "-C", str(theirs), "checkout", "v2"], capture_output=True)
+        .stderr
+    )
     with pytest.raises(DestinationError, match="change.txt"):
         checkout(CheckoutOptions(directory=ours, stat_threads=stats, rev="v2"))
     assert (ours / "change.txt").read_bytes() == b"my work\n"
@@ -146,7 +163,9 @@ def test_local_changes_elsewhere_are_kept(tmp_path: Path, repo: Path, stats: int
     assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")
 
 
-def test_untracked_in_the_way_refused_even_with_force(tmp_path: Path, repo: Path, stats: int | None) -> None:
+def test_untracked_in_the_way_refused_even_with_force(
+    tmp_path: Path, repo: Path, stats: int | None
+) -> None:
     ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
     (ours / "renamed.txt").write_bytes(b"untracked, mine\n")
     for force in (False, True):
@@ -174,7 +193,9 @@ def test_staged_change_carried_when_switch_does_not_touch_it(tmp_path: Path, rep
         git(w, "add", "keep.txt")
     git(theirs, "checkout", "-q", "v2")
     checkout(CheckoutOptions(directory=ours, rev="v2"))
-    assert git(ours, "diff", "--cached", "--name-only") == git(theirs, "diff", "--cached", "--name-only")
+    assert git(ours, "diff", "--cached", "--name-only") == git(
+        theirs, "diff", "--cached", "--name-only"
+    )
     assert git(ours, "ls-files", "-s") == git(theirs, "ls-files", "-s")
 
 
@@ -187,7 +208,9 @@ def test_dry_run_counts_only_the_changes(tmp_path: Path, repo: Path) -> None:
     assert (ours / "delete.txt").exists()
 
 
-def test_modification_with_same_size_and_racy_stat_is_found(tmp_path: Path, repo: Path, stats: int | None) -> None:
+def test_modification_with_same_size_and_racy_stat_is_found(
+    tmp_path: Path, repo: Path, stats: int | None
+) -> None:
     """Right after a checkout every entry is racy: content decides, as for git."""
     ours = clone_with_git(repo, tmp_path / "ours", rev="v1")
     (ours / "change.txt").write_bytes(b"OLD\n")  # same size as "old\n", same second

@@ -103,8 +103,14 @@ def _checkout(
         # git's whole checkout: its two-way merge, its local-change protection and messages,
         # so HEAD's tree is not even listed for it (40k entries: a second ls-tree and parse).
         fs, first = plan_for(
-            _work_tree(ctx), entries=PARALLEL_THRESHOLD, nbytes=0, workers=opts.workers,
-            environ=opts.environ, config=ctx.config, adapt=False, writer=opts.writer,
+            _work_tree(ctx),
+            entries=PARALLEL_THRESHOLD,
+            nbytes=0,
+            workers=opts.workers,
+            environ=opts.environ,
+            config=ctx.config,
+            adapt=False,
+            writer=opts.writer,
             git_version=ctx.git.version,
         )
         by_git = first.writer == "git" and not opts.force and not opts.dry_run
@@ -124,13 +130,24 @@ def _checkout(
     wanted = range(len(entries)) if sel is None else sel.wanted
     nbytes = sum(max(entries[i].size, 0) for i in wanted)
     fs, plan = plan_for(
-        root, entries=len(wanted), nbytes=nbytes, workers=opts.workers,
-        environ=opts.environ, config=ctx.config, adapt=opts.adapt, writer=opts.writer,
-        git_version=ctx.git.version, processes=opts.processes,
+        root,
+        entries=len(wanted),
+        nbytes=nbytes,
+        workers=opts.workers,
+        environ=opts.environ,
+        config=ctx.config,
+        adapt=opts.adapt,
+        writer=opts.writer,
+        git_version=ctx.git.version,
+        processes=opts.processes,
     )
     conversion = _plan_conversion(ctx, target, entries, sel, plan, opts.dry_run)
     result = Result(
-        "resume" if state.resume else "checkout", len(wanted), nbytes, plan, fs,
+        "resume" if state.resume else "checkout",
+        len(wanted),
+        nbytes,
+        plan,
+        fs,
         dry_run=opts.dry_run,
     )
     if sel is not None:
@@ -171,9 +188,16 @@ def _switch(
     ``git checkout`` (``by_git``: planned before HEAD's tree was listed) or by pcheckout's
     two-way merge and engine (``switch.py``)."""
     fs, first = plan_for(
-        _work_tree(ctx), entries=len(entries), nbytes=0, workers=opts.workers,
-        environ=opts.environ, config=ctx.config, adapt=False, writer=opts.writer,
-        git_version=ctx.git.version, fs=fs,
+        _work_tree(ctx),
+        entries=len(entries),
+        nbytes=0,
+        workers=opts.workers,
+        environ=opts.environ,
+        config=ctx.config,
+        adapt=False,
+        writer=opts.writer,
+        git_version=ctx.git.version,
+        fs=fs,
     )
     if by_git and first.writer == "git":
         assert lock is not None  # every run that writes holds it
@@ -204,7 +228,12 @@ def _plan_conversion(
     if sel is not None:
         _fetch_attributes(ctx, entries, sel)
     return attributes.plan_conversion(
-        ctx.git, ctx.repo, ctx.config, target.tree, entries, environ=ctx.environ,
+        ctx.git,
+        ctx.repo,
+        ctx.config,
+        target.tree,
+        entries,
+        environ=ctx.environ,
         only=None if sel is None else sel.wanted,
     )
 
@@ -261,15 +290,24 @@ def _write_by_engine(
         sel = select(ctx, entries, None)
     outcome, fetched = write_selected(
         ctx,
-        WriteRequest(target.tree, entries, root, plan, conversion=conversion,
-                     resume=state.resume, previous=state.previous if state.resume else None,
-                     journal=jr, stat_threads=plan.workers if fs.latency_bound else 1),
+        WriteRequest(
+            target.tree,
+            entries,
+            root,
+            plan,
+            conversion=conversion,
+            resume=state.resume,
+            previous=state.previous if state.resume else None,
+            journal=jr,
+            stat_threads=plan.workers if fs.latency_bound else 1,
+        ),
         sel,
         latency_bound=bool(fs.latency_bound),
     )
     jr.close()
-    write_fresh_index(ctx, entries, outcome, settle=settles_index(fs),
-                      skip_worktree=sel.skip_worktree, lock=lock)
+    write_fresh_index(
+        ctx, entries, outcome, settle=settles_index(fs), skip_worktree=sel.skip_worktree, lock=lock
+    )
     result.head = update_head(ctx.git, ctx.repo, ctx.config, opts.rev, target)
     journal.remove(ctx.repo.git_dir / IN_PROGRESS)
 
@@ -336,9 +374,7 @@ def _fetch_attributes(ctx: Context, entries: list[Entry], sel: Selection) -> Non
     sel.missing.difference_update(attributes.fetch_attributes(ctx.git, entries, sel.remotes))
 
 
-def _open(
-    opts: CheckoutOptions, ui: Reporter
-) -> tuple[Context, Target, _State, IndexLock | None]:
+def _open(opts: CheckoutOptions, ui: Reporter) -> tuple[Context, Target, _State, IndexLock | None]:
     """Step 1: the repository, its config and the target; then its index lock (a run
     that writes takes it before it looks at the work tree) and what the work tree holds."""
     # Independent git processes run side by side: on a network mount each one spends tens

@@ -47,7 +47,7 @@ def decode(raw: bytes | str) -> str:
 def quote_path(path: bytes) -> str:
     """A path for a message: printable, unambiguous (newlines and tabs escaped)."""
     text = decode(path)
-    if any(c in text for c in "\n\t\r\"") or not text.isprintable():
+    if any(c in text for c in '\n\t\r"') or not text.isprintable():
         return '"' + text.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
     return text
 

@@ -69,13 +69,24 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
         entries = arch.entries
         nbytes = sum(max(e.size, 0) for e in entries)
         fs, plan = plan_for(
-            dest, entries=len(entries), nbytes=nbytes, workers=opts.workers,
-            environ=opts.environ, config=config, adapt=opts.adapt, writer=opts.writer,
+            dest,
+            entries=len(entries),
+            nbytes=nbytes,
+            workers=opts.workers,
+            environ=opts.environ,
+            config=config,
+            adapt=opts.adapt,
+            writer=opts.writer,
             git_version=git.version,
         )
         fetching = select(Context(git, repo, config, ui, opts.environ, opts.spawn), entries, None)
         result = Result(
-            "export", len(entries), nbytes, plan, fs, dry_run=opts.dry_run,
+            "export",
+            len(entries),
+            nbytes,
+            plan,
+            fs,
+            dry_run=opts.dry_run,
             fetch_blobs=len(fetching.missing),
         )
         result.add_conversion(arch.conversion)
@@ -104,7 +115,12 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
         outcome, fetched = write_selected(
             ctx,
             WriteRequest(
-                tree, entries, dest, plan, conversion=arch.conversion, contents=contents,
+                tree,
+                entries,
+                dest,
+                plan,
+                conversion=arch.conversion,
+                contents=contents,
                 tree_attributes=tree_attributes,
             ),
             fetching,
@@ -169,7 +185,8 @@ def _select(
     settings = attributes.Settings.from_config(config)
     plan = attributes.build_plan(sources, len(out), conv_rows, settings)
     subst = [
-        k for k, i in enumerate(keep)
+        k
+        for k, i in enumerate(keep)
         if has_commit and archive.substitutable(entries[i]) and rows[i][n_conv + 1] is True
     ]
     return _Selection(out, plan, subst, archive.empty_dirs(entries, keep, dropped))
@@ -211,8 +228,7 @@ def _materialize_attributes(
     git: Git, entries: list[Entry], root: bytes, spawn: Spawn | None
 ) -> None:
     """The tree's regular .gitattributes files under ``root``, as stored."""
-    todo = [e for e in entries if attributes.is_gitattributes(e.path) and
-            attributes.convertible(e)]
+    todo = [e for e in entries if attributes.is_gitattributes(e.path) and attributes.convertible(e)]
     if not todo:
         return
     plain = CatFile(git, spawn=spawn, name="cat-file (attributes)")

@@ -166,6 +166,7 @@ def apply_local_changes(
 
 # --- the work tree ------------------------------------------------------------------------
 
+
 def _dirty_paths(git: Git, index_path: Path) -> set[bytes]:
     """Tracked paths whose work-tree file differs from the index (stat first).
 
@@ -222,7 +223,15 @@ def _modified(
             st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_uid, st.st_gid, st.st_size
         )
         same = (e.mtime_s, e.mtime_ns, e.ctime_s, e.ctime_ns, e.ino, e.size, e.uid, e.gid) == (
-            m_s, m_ns, c_s, c_ns, ino, size, uid, gid)
+            m_s,
+            m_ns,
+            c_s,
+            c_ns,
+            ino,
+            size,
+            uid,
+            gid,
+        )
         if same and e.mtime_s < index_mtime:
             continue  # clean by stat data, and not racily so
         suspects.append(e)
@@ -236,8 +245,9 @@ def _modified(
             files.append(e)
     plain = [e for e in files if b"\n" not in e.path]
     if plain:
-        out = git.out("hash-object", "--stdin-paths",
-                      input=b"".join(e.path + b"\n" for e in plain)).split()
+        out = git.out(
+            "hash-object", "--stdin-paths", input=b"".join(e.path + b"\n" for e in plain)
+        ).split()
         for e, oid in zip(plain, out, strict=True):
             if bytes.fromhex(oid.decode()) != e.oid:
                 dirty.add(e.path)
@@ -322,8 +332,14 @@ def switch(
     # Stat (and delete) in parallel where each call is a round trip; the count
     # for these comes from the same policy as the writers'.
     fs, probe = plan_for(
-        root, entries=len(merge.change), nbytes=0, workers=opts.workers,
-        environ=opts.environ, config=config, adapt=False, fs=fs,
+        root,
+        entries=len(merge.change),
+        nbytes=0,
+        workers=opts.workers,
+        environ=opts.environ,
+        config=config,
+        adapt=False,
+        fs=fs,
     )
     threads = _stat_threads(fs, probe.workers, opts.stat_threads)
     if opts.force:
@@ -343,9 +359,7 @@ def switch(
         )
     left = [p for p in flip_out if p in dirty]  # git keeps these, without the bit
     flip_out = [p for p in flip_out if p not in dirty]
-    write_paths = sorted(
-        [p for p in plan.write if inside(p, in_target[p].mode)] + flip_in
-    )
+    write_paths = sorted([p for p in plan.write if inside(p, in_target[p].mode)] + flip_in)
     recorded = [p for p in plan.write if not inside(p, in_target[p].mode)]
     remove = sorted([p for p in plan.delete if p not in skipped] + flip_out)
     files_plan = dataclasses.replace(plan, write=write_paths, delete=remove)
@@ -356,10 +370,17 @@ def switch(
     ]
     sel = select(ctx, write_entries, None)
     fs, wplan = plan_for(
-        root, entries=len(write_entries) + len(remove),
-        nbytes=sum(max(e.size, 0) for e in write_entries), workers=opts.workers,
-        environ=opts.environ, config=config, adapt=opts.adapt, fs=fs, writer=opts.writer,
-        git_version=git.version, processes=opts.processes,
+        root,
+        entries=len(write_entries) + len(remove),
+        nbytes=sum(max(e.size, 0) for e in write_entries),
+        workers=opts.workers,
+        environ=opts.environ,
+        config=config,
+        adapt=opts.adapt,
+        fs=fs,
+        writer=opts.writer,
+        git_version=git.version,
+        processes=opts.processes,
     )
     result = Result(
         "switch",
@@ -568,4 +589,3 @@ def _remove_empty_dirs(root_b: bytes, deleted: set[bytes], written: list[Entry])
         # not empty (untracked files) or already gone: keep it, as git does
         with contextlib.suppress(OSError):
             os.rmdir(full_path(root_b, d))
-

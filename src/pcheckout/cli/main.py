@@ -48,70 +48,123 @@ def _workers(value: str) -> int | None:
 
 def _common(default: object) -> _ArgParser:
     common = _ArgParser(add_help=False)
-    common.add_argument("-q", "--quiet", action="store_true", default=default,
-                        help="no progress, no summary")
-    common.add_argument("--debug", action="store_true", default=default,
-                        help="print each git command run, and a traceback on errors")
+    common.add_argument(
+        "-q", "--quiet", action="store_true", default=default, help="no progress, no summary"
+    )
+    common.add_argument(
+        "--debug",
+        action="store_true",
+        default=default,
+        help="print each git command run, and a traceback on errors",
+    )
     return common
 
 
 def _parser() -> argparse.ArgumentParser:
     # -q/--debug work before or after the command; the subcommands' copies must
     # not reset a value given before the command, hence SUPPRESS there.
-    p = _ArgParser(prog=PROG, description="Filesystem-aware parallel checkout for git.",
-                   parents=[_common(False)])
+    p = _ArgParser(
+        prog=PROG,
+        description="Filesystem-aware parallel checkout for git.",
+        parents=[_common(False)],
+    )
     common = _common(argparse.SUPPRESS)
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgParser)
 
-    writer_help = ("who writes: pcheckout's engine, git's own parallel checkout, or 'auto' "
-                   "(default: git where writing is CPU-bound, pcheckout where calls wait)")
-    workers_help = ("worker count: a number, or 'auto' (default: detect the filesystem, "
-                    "use a tuned value or the policy, and adapt while writing)")
-    c = sub.add_parser("checkout", parents=[common], help="write a commit's tree and index",
-                       description="Write every file of REV into the working tree, in "
-                       "parallel, then the index; HEAD ends where 'git checkout REV' puts it.")
+    writer_help = (
+        "who writes: pcheckout's engine, git's own parallel checkout, or 'auto' "
+        "(default: git where writing is CPU-bound, pcheckout where calls wait)"
+    )
+    workers_help = (
+        "worker count: a number, or 'auto' (default: detect the filesystem, "
+        "use a tuned value or the policy, and adapt while writing)"
+    )
+    c = sub.add_parser(
+        "checkout",
+        parents=[common],
+        help="write a commit's tree and index",
+        description="Write every file of REV into the working tree, in "
+        "parallel, then the index; HEAD ends where 'git checkout REV' puts it.",
+    )
     c.add_argument("rev", nargs="?", default="HEAD", metavar="REV", help="default: HEAD")
-    c.add_argument("-C", dest="directory", default=".", metavar="DIR",
-                   help="run as if started in DIR (like git -C)")
+    c.add_argument(
+        "-C",
+        dest="directory",
+        default=".",
+        metavar="DIR",
+        help="run as if started in DIR (like git -C)",
+    )
     c.add_argument("-j", "--workers", type=_workers, metavar="N|auto", help=workers_help)
     c.add_argument("--writer", type=_writer, metavar="pcheckout|git|auto", help=writer_help)
-    c.add_argument("--no-adapt", action="store_true",
-                   help="keep the planned worker count for the whole checkout")
-    c.add_argument("-n", "--dry-run", action="store_true",
-                   help="write nothing; report the filesystem, the work and the plan")
+    c.add_argument(
+        "--no-adapt",
+        action="store_true",
+        help="keep the planned worker count for the whole checkout",
+    )
+    c.add_argument(
+        "-n",
+        "--dry-run",
+        action="store_true",
+        help="write nothing; report the filesystem, the work and the plan",
+    )
     c.add_argument("--json", action="store_true", help="machine-readable report on stdout")
-    c.add_argument("-f", "--force", action="store_true",
-                   help="discard local changes to tracked files "
-                   "(untracked files are never removed)")
+    c.add_argument(
+        "-f",
+        "--force",
+        action="store_true",
+        help="discard local changes to tracked files (untracked files are never removed)",
+    )
 
-    e = sub.add_parser("export", parents=[common], help="write a tree alone (no .git, no index)",
-                       description="Write REV's tree into DEST, like 'git archive REV | tar -x'.")
+    e = sub.add_parser(
+        "export",
+        parents=[common],
+        help="write a tree alone (no .git, no index)",
+        description="Write REV's tree into DEST, like 'git archive REV | tar -x'.",
+    )
     e.add_argument("rev", metavar="REV")
     e.add_argument("destination", metavar="DEST")
-    e.add_argument("-C", dest="directory", default=".", metavar="REPO",
-                   help="the repository (default: current directory)")
-    e.add_argument("--worktree-attributes", action="store_true",
-                   help="read .gitattributes from the repository's working tree, not from "
-                   "REV's tree (as git archive --worktree-attributes)")
+    e.add_argument(
+        "-C",
+        dest="directory",
+        default=".",
+        metavar="REPO",
+        help="the repository (default: current directory)",
+    )
+    e.add_argument(
+        "--worktree-attributes",
+        action="store_true",
+        help="read .gitattributes from the repository's working tree, not from "
+        "REV's tree (as git archive --worktree-attributes)",
+    )
     e.add_argument("-j", "--workers", type=_workers, metavar="N|auto", help=workers_help)
     e.add_argument("--writer", type=_writer, metavar="pcheckout|git|auto", help=writer_help)
     e.add_argument("--no-adapt", action="store_true", help="keep the planned worker count")
     e.add_argument("-n", "--dry-run", action="store_true", help="write nothing; report the plan")
     e.add_argument("--json", action="store_true", help="machine-readable report on stdout")
 
-    d = sub.add_parser("detect", parents=[common], help="which filesystem holds PATH, and "
-                       "what that means for parallel writes")
+    d = sub.add_parser(
+        "detect",
+        parents=[common],
+        help="which filesystem holds PATH, and what that means for parallel writes",
+    )
     d.add_argument("path", nargs="?", default=".", metavar="PATH")
     d.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    d.add_argument("--mountinfo", metavar="FILE",
-                   help="classify from a mount table captured elsewhere (a mountinfo file)")
+    d.add_argument(
+        "--mountinfo",
+        metavar="FILE",
+        help="classify from a mount table captured elsewhere (a mountinfo file)",
+    )
 
-    sub.add_parser("clone", help="git clone, then the parallel checkout (see 'clone --help')",
-                   add_help=False)
+    sub.add_parser(
+        "clone", help="git clone, then the parallel checkout (see 'clone --help')", add_help=False
+    )
 
-    t = sub.add_parser("tune", parents=[common], help="measure the best worker count for "
-                       "the filesystem holding PATH and remember it")
+    t = sub.add_parser(
+        "tune",
+        parents=[common],
+        help="measure the best worker count for the filesystem holding PATH and remember it",
+    )
     t.add_argument("path", nargs="?", default=".", metavar="PATH")
     t.add_argument("--json", action="store_true", help="one JSON object on stdout")
     t.add_argument("--forget", action="store_true", help="drop the stored result for this mount")
@@ -119,15 +172,28 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--files", type=int, metavar="N", help="files written per measurement")
     t.add_argument("--duration", type=float, metavar="SECONDS", help="time budget")
     t.add_argument("--rounds", type=int, default=3, metavar="N")
-    t.add_argument("--git-config", action="store_true",
-                   help="make plain git use this mount's count: an includeIf section in the "
-                   "global git config pointing at a file pcheckout owns (shown, then written)")
-    t.add_argument("--remove", action="store_true",
-                   help="with --git-config: take that include and file out again")
-    t.add_argument("--no-measure", action="store_true",
-                   help="with --git-config: never measure; use the stored result or the policy")
-    t.add_argument("-n", "--dry-run", action="store_true",
-                   help="with --git-config: show what would be written, write nothing")
+    t.add_argument(
+        "--git-config",
+        action="store_true",
+        help="make plain git use this mount's count: an includeIf section in the "
+        "global git config pointing at a file pcheckout owns (shown, then written)",
+    )
+    t.add_argument(
+        "--remove",
+        action="store_true",
+        help="with --git-config: take that include and file out again",
+    )
+    t.add_argument(
+        "--no-measure",
+        action="store_true",
+        help="with --git-config: never measure; use the stored result or the policy",
+    )
+    t.add_argument(
+        "-n",
+        "--dry-run",
+        action="store_true",
+        help="with --git-config: show what would be written, write nothing",
+    )
     return p
 
 
@@ -184,9 +250,7 @@ class ConsoleReporter:
     def start(self, files: int, nbytes: int, workers: int) -> None:
         if self.quiet or not sys.stderr.isatty() or files == 0:
             return
-        self._task = self._bars().add_task(
-            "writing", total=files, unit="files", nbytes="", rate=""
-        )
+        self._task = self._bars().add_task("writing", total=files, unit="files", nbytes="", rate="")
         self._t0 = time.monotonic()
 
     def fetch(self, objects: int, total: int, nbytes: int) -> None:
@@ -210,9 +274,12 @@ class ConsoleReporter:
         dt = max(now - self._t0, 1e-6)
         # git's writer does not say how many bytes it wrote: files only then.
         self.progress.update(
-            self._task, completed=files, nbytes=render.human_bytes(nbytes) if nbytes else "",
+            self._task,
+            completed=files,
+            nbytes=render.human_bytes(nbytes) if nbytes else "",
             rate=f"{files / dt:,.0f} files/s"
-            + (f", {render.human_bytes(nbytes / dt)}/s" if nbytes else ""))
+            + (f", {render.human_bytes(nbytes / dt)}/s" if nbytes else ""),
+        )
 
     def finish(self) -> None:
         if self.progress is not None:
@@ -311,11 +378,18 @@ def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
         if args.json:
             print(json.dumps({"forgotten": dropped, "mount_key": fs.mount_key}))
         elif not args.quiet:
-            print(("forgot the stored result for " if dropped else "nothing stored for ")
-                  + fs.mount_point)
+            print(
+                ("forgot the stored result for " if dropped else "nothing stored for ")
+                + fs.mount_point
+            )
         return 0
-    opts = tune.TuneOptions(path=args.path, max_workers=args.max_workers, files=args.files,
-                            duration=args.duration, rounds=args.rounds)
+    opts = tune.TuneOptions(
+        path=args.path,
+        max_workers=args.max_workers,
+        files=args.files,
+        duration=args.duration,
+        rounds=args.rounds,
+    )
     err = Console(stderr=True)
     say = None if (args.quiet or args.json) else (lambda msg: err.print(f"[dim]{msg}[/dim]"))
     result = tune.run_tune(opts, fs=fs, progress=say)
@@ -351,25 +425,51 @@ def _tune_git_config(args: argparse.Namespace, fs: FsInfo) -> int:
         return 0
     tuned = tunecache.lookup(fs)
     if tuned is None and not args.no_measure:
-        opts = tune.TuneOptions(path=args.path, max_workers=args.max_workers, files=args.files,
-                                duration=args.duration, rounds=args.rounds)
+        opts = tune.TuneOptions(
+            path=args.path,
+            max_workers=args.max_workers,
+            files=args.files,
+            duration=args.duration,
+            rounds=args.rounds,
+        )
         tune.run_tune(opts, fs=fs, progress=None)
         tuned = tunecache.lookup(fs)
     plan = policy.choose_workers(
-        fs, cpus=policy.CpuInfo.current(), entries=PLAIN_GIT_ENTRIES, nbytes=0, tuned=tuned,
-        writer=policy.ExplicitWriter("git", "--git-config"), git_version=git.version)
-    content = includeif.render(mount, plan.workers, policy.PARALLEL_THRESHOLD,
-                               f"{fs.kind} ({fs.fstype} {fs.source}): {plan.reason}",
-                               time.strftime("%Y-%m-%d"))
+        fs,
+        cpus=policy.CpuInfo.current(),
+        entries=PLAIN_GIT_ENTRIES,
+        nbytes=0,
+        tuned=tuned,
+        writer=policy.ExplicitWriter("git", "--git-config"),
+        git_version=git.version,
+    )
+    content = includeif.render(
+        mount,
+        plan.workers,
+        policy.PARALLEL_THRESHOLD,
+        f"{fs.kind} ({fs.fstype} {fs.source}): {plan.reason}",
+        time.strftime("%Y-%m-%d"),
+    )
     change = includeif.plan(git, mount, content)
     if not args.quiet and not args.json:
         print(("would write" if args.dry_run else "writing") + ":\n" + change.describe())
     changed = False if args.dry_run else includeif.apply(git, change)
     if args.json:
-        print(json.dumps({"mount_point": mount, "key": change.key, "file": str(change.owned),
-                          "workers": plan.workers, "threshold": policy.PARALLEL_THRESHOLD,
-                          "reason": plan.reason, "changed": changed,
-                          "dry_run": args.dry_run}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "mount_point": mount,
+                    "key": change.key,
+                    "file": str(change.owned),
+                    "workers": plan.workers,
+                    "threshold": policy.PARALLEL_THRESHOLD,
+                    "reason": plan.reason,
+                    "changed": changed,
+                    "dry_run": args.dry_run,
+                },
+                indent=2,
+            )
+        )
     elif not args.quiet and not args.dry_run:
         print("written" if changed else "already in place: nothing to write")
     return 0
@@ -420,8 +520,10 @@ def _cmd_clone(words: Sequence[str], quiet: bool, debug: bool) -> int:
     quiet = quiet or args.quiet
     ui = ConsoleReporter(quiet=quiet or args.json, debug=debug or args.debug, notes=not quiet)
     if args.jobs is not None and not args.recurse_submodules and args.workers is None:
-        ui.note(f"{PROG}: note: -j/--jobs is git clone's count of submodules cloned at once; "
-                "the checkout's worker count is --workers")
+        ui.note(
+            f"{PROG}: note: -j/--jobs is git clone's count of submodules cloned at once; "
+            "the checkout's worker count is --workers"
+        )
     result = clone.clone(clone.CloneOptions(args, workers=workers), ui)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
@@ -461,11 +563,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             top = _parser().parse_args(argv[:k])
             if hasattr(signal, "SIGTERM"):
                 signal.signal(signal.SIGTERM, _on_sigterm)
-            return _cmd_clone(argv[k + 1:], top.quiet, top.debug)
+            return _cmd_clone(argv[k + 1 :], top.quiet, top.debug)
         args = _parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("a command is required: clone, checkout, export, detect or tune "
-                             f"(see '{PROG} --help')")
+            raise UsageError(
+                "a command is required: clone, checkout, export, detect or tune "
+                f"(see '{PROG} --help')"
+            )
         ui = ConsoleReporter(quiet=args.quiet, debug=args.debug)
         if hasattr(signal, "SIGTERM"):
             signal.signal(signal.SIGTERM, _on_sigterm)
@@ -483,8 +587,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             import traceback  # only with --debug
 
             traceback.print_exc()
-        print(f"{PROG}: error: interrupted; run the same command again to finish",
-              file=sys.stderr)
+        print(f"{PROG}: error: interrupted; run the same command again to finish", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 1

@@ -131,8 +131,10 @@ def summary(r: Result) -> str:
         f"{' (processes)' if r.processes else ''} ({plan.source})"
     ]
     if r.fetch_blobs and r.fetches:
-        parts.append(f"fetched {r.fetch_blobs:,} blobs ({human_bytes(r.fetched_bytes)}) "
-                     f"in {r.fetches} fetch{'es' if r.fetches != 1 else ''}")
+        parts.append(
+            f"fetched {r.fetch_blobs:,} blobs ({human_bytes(r.fetched_bytes)}) "
+            f"in {r.fetches} fetch{'es' if r.fetches != 1 else ''}"
+        )
     elif r.fetch_blobs:  # git's writer prefetches them itself, in one batch
         parts.append(f"{r.fetch_blobs:,} missing blobs fetched by git")
     if r.skip_worktree:
@@ -196,8 +198,12 @@ def conversion_line(r: Result) -> str:
 def clone_summary(r: CloneResult) -> str:
     """One line after ``pcheckout clone``: the clone phase, then the checkout's summary."""
     parts = [f"cloned into '{r.directory}' in {r.clone_seconds:.2f} s"]
-    skipped = {"no-checkout": "no checkout (--no-checkout)", "bare": "bare: no checkout",
-               "mirror": "mirror: no checkout", "empty": "empty repository: no checkout"}
+    skipped = {
+        "no-checkout": "no checkout (--no-checkout)",
+        "bare": "bare: no checkout",
+        "mirror": "mirror: no checkout",
+        "empty": "empty repository: no checkout",
+    }
     if r.checkout is not None:
         parts.append(summary(r.checkout))
     elif r.skipped is not None:

@@ -143,9 +143,15 @@ class Substituter:
         key = self._prepare(fmt)
         if key not in self._cache:
             self._cache[key] = self.git.out(
-                "log", "-1", "--no-color", "--no-notes", "--no-show-signature",
-                "--date=default", "--pretty=format:" + key.decode("utf-8", "surrogateescape"),
-                self.commit, "--",
+                "log",
+                "-1",
+                "--no-color",
+                "--no-notes",
+                "--no-show-signature",
+                "--date=default",
+                "--pretty=format:" + key.decode("utf-8", "surrogateescape"),
+                self.commit,
+                "--",
                 what="cannot expand export-subst placeholders",
             )
         return self._cache[key]

@@ -465,9 +465,7 @@ def _value(raw: bytes) -> AttrValue:
     return raw.decode("utf-8", "surrogateescape")
 
 
-def _attr_git(
-    git: Git, repo: Repo, extra_env: Mapping[str, str], *, worktree: bool = False
-) -> Git:
+def _attr_git(git: Git, repo: Repo, extra_env: Mapping[str, str], *, worktree: bool = False) -> Git:
     """A runner for check-attr and the temporary index, with GIT_FLUSH=0 (check-attr
     otherwise flushes after every path when its output is a pipe: write-or-die.c).
 
@@ -484,8 +482,9 @@ def _attr_git(
         return Git(top, debug=git.debug, env=base, exe=git.exe, version=git.version)
     base["GIT_DIR"] = str(repo.git_dir)
     base.pop("GIT_WORK_TREE", None)
-    return Git(Path(tempfile.gettempdir()), debug=git.debug, env=base, exe=git.exe,
-               version=git.version)
+    return Git(
+        Path(tempfile.gettempdir()), debug=git.debug, env=base, exe=git.exe, version=git.version
+    )
 
 
 def fetch_attributes(git: Git, entries: Sequence[Entry], remotes: Sequence[str]) -> list[str]:
@@ -543,7 +542,10 @@ class TreeAttributes:
                 b"%o %s\t%s\0" % (e.mode, e.oid.encode("ascii"), e.path) for e in attrs
             )
             _attr_git(git, repo, {"GIT_INDEX_FILE": self.index_file}).run(
-                "update-index", "-z", "--index-info", input=lines,
+                "update-index",
+                "-z",
+                "--index-info",
+                input=lines,
                 what="cannot build a temporary index of the tree's .gitattributes",
             )
 
@@ -580,8 +582,9 @@ class TreeAttributes:
                 args.append("--cached")
             env["GIT_INDEX_FILE"] = self.index_file
         runner = _attr_git(self.git, self.repo, env, worktree=self.worktree)
-        out = runner.out(*args, *names, input=b"\0".join(paths) + b"\0",
-                         what="git check-attr failed")
+        out = runner.out(
+            *args, *names, input=b"\0".join(paths) + b"\0", what="git check-attr failed"
+        )
         fields = out.split(b"\0")
         width = 3 * len(names)
         if len(fields) != width * len(paths) + 1:
@@ -686,5 +689,6 @@ def plan_conversion(
     todo = [i for i in (range(len(entries)) if only is None else only) if convertible(entries[i])]
     with TreeAttributes(git, repo, tree, whole) as attrs:
         rows = attrs.lookup([entries[i].path for i in todo], CONVERT_ATTRS)
-    return build_plan(sources, len(entries), dict(zip(todo, rows, strict=True)),
-                      Settings.from_config(config))
+    return build_plan(
+        sources, len(entries), dict(zip(todo, rows, strict=True)), Settings.from_config(config)
+    )

@@ -87,7 +87,7 @@ class _Reader:
         chunk = self.raw.read(READ_BUFFER)
         if not chunk:
             return False
-        self.buf = self.buf[self.pos:] + chunk
+        self.buf = self.buf[self.pos :] + chunk
         self.pos = 0
         return True
 

@@ -295,12 +295,25 @@ def encode_index(
     ordered = sorted(entries, key=_by_path)  # C-speed key; stages are fixed below if needed
     extended = any(e.extended_flags for e in ordered)
     try:
-        body = encode_rows(_rows(ordered), len(ordered), version=version, hash_name=hash_name,
-                           extended=extended, skip_hash=skip_hash)
+        body = encode_rows(
+            _rows(ordered),
+            len(ordered),
+            version=version,
+            hash_name=hash_name,
+            extended=extended,
+            skip_hash=skip_hash,
+        )
     except _SamePath:
         ordered = _check_conflicts(ordered)
-        body = encode_rows(_rows(ordered), len(ordered), version=version, hash_name=hash_name,
-                           extended=extended, skip_hash=skip_hash, allow_same_path=True)
+        body = encode_rows(
+            _rows(ordered),
+            len(ordered),
+            version=version,
+            hash_name=hash_name,
+            extended=extended,
+            skip_hash=skip_hash,
+            allow_same_path=True,
+        )
     return bytes(body)
 
 

@@ -62,7 +62,10 @@ def batch_check(git: Git, names: Sequence[str]) -> list[tuple[str, str] | None]:
     for line in lines:
         oid, _, kind = line.rpartition(" ")
         # Unknown names come back as "<name> missing" (or "ambiguous"); echoed, not parsed.
-        ok = kind in _OBJECT_TYPES and len(oid) in (40, 64) and all(
-            c in "0123456789abcdef" for c in oid)
+        ok = (
+            kind in _OBJECT_TYPES
+            and len(oid) in (40, 64)
+            and all(c in "0123456789abcdef" for c in oid)
+        )
         found.append((oid, kind) if ok else None)
     return found

@@ -24,8 +24,9 @@ def is_branch_name(name: str) -> bool:
         return False
     if any(c in _NOT_IN_BRANCH_NAMES for c in name):
         return False
-    return all(part and not part.startswith(".") and not part.endswith(".lock")
-               for part in name.split("/"))
+    return all(
+        part and not part.startswith(".") and not part.endswith(".lock") for part in name.split("/")
+    )
 
 
 _HEX_HEAD = re.compile(rb"(?:[0-9a-f]{40}|[0-9a-f]{64})\n?")
@@ -56,7 +57,6 @@ def is_local_branch(git: Git, name: str) -> bool:
         return False
     proc = git.run("show-ref", "--verify", "--quiet", f"refs/heads/{name}", ok_codes=(0, 1, 128))
     return proc.returncode == 0
-
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,11 @@ def update_head(git: Git, repo: Repo, config: Mapping[str, str], rev: str, targe
         git.run("symbolic-ref", "-m", f"checkout: moving from {old_name} to {branch}", "HEAD", ref)
         return branch
     git.run(
-        "update-ref", "--no-deref", "-m", f"checkout: moving from {old_name} to {rev}",
-        "HEAD", commit,
+        "update-ref",
+        "--no-deref",
+        "-m",
+        f"checkout: moving from {old_name} to {rev}",
+        "HEAD",
+        commit,
     )
     return f"detached at {rev}"

@@ -407,10 +407,20 @@ def choose_workers(
         reason = plan.reason
         if plan.source == "policy" and plan.workers > 1 and _kind(fs) != "hdd":
             workers = _fit(min(plan.workers * GIT_WORKERS_PER_CORE, CPU_BOUND_CAP), entries)
-            reason += (f"; git's writer: {workers} checkout.workers ({GIT_WORKERS_PER_CORE} per "
-                       "core: its main process walks and makes directories beside them)")
-        return replace(plan, workers=workers, reason=reason, adapt=False, processes=False,
-                       writer="git", writer_reason=why, writer_source=source)
+            reason += (
+                f"; git's writer: {workers} checkout.workers ({GIT_WORKERS_PER_CORE} per "
+                "core: its main process walks and makes directories beside them)"
+            )
+        return replace(
+            plan,
+            workers=workers,
+            reason=reason,
+            adapt=False,
+            processes=False,
+            writer="git",
+            writer_reason=why,
+            writer_source=source,
+        )
     plan = replace(plan, writer="pcheckout", writer_reason=why, writer_source=source)
     if processes is None:
         processes = _kind(fs) in CPU_BOUND_KINDS and plan.workers <= cpus.logical
@@ -435,8 +445,14 @@ def _choose_writer(
     need = ".".join(map(str, GIT_PARALLEL_CHECKOUT))
     if writer is not None:
         if writer.writer == "git" and not has_parallel and git_version != (0, 0, 0):
-            return "git", (f"{writer.where} asks for git's writer; git {_version(git_version)} "
-                           f"has no parallel checkout ({need}+): it writes sequentially"), "user"
+            return (
+                "git",
+                (
+                    f"{writer.where} asks for git's writer; git {_version(git_version)} "
+                    f"has no parallel checkout ({need}+): it writes sequentially"
+                ),
+                "user",
+            )
         return writer.writer, f"{writer.where} asks for the {writer.writer} writer", "user"
     kind = _kind(fs)
     if tuned is not None and _tuned_applies(fs, tuned):
@@ -444,40 +460,60 @@ def _choose_writer(
             chosen: Writer = tuned.writer
             why = f"tuned on {tuned.measured_on} for this mount: the {chosen} writer"
         elif tuned.workers > cpus.logical:
-            return "pcheckout", (
-                f"tuned on {tuned.measured_on} for this mount: its best count ({tuned.workers}) "
-                f"exceeds the {cpus.logical} CPUs, so calls wait: pcheckout's engine keeps many "
-                "in flight"), "tuned"
+            return (
+                "pcheckout",
+                (
+                    f"tuned on {tuned.measured_on} for this mount: its best count "
+                    f"({tuned.workers}) exceeds the {cpus.logical} CPUs, so calls wait: "
+                    "pcheckout's engine keeps many in flight"
+                ),
+                "tuned",
+            )
         else:
             chosen = "git"
-            why = (f"tuned on {tuned.measured_on} for this mount: its best count "
-                   f"({tuned.workers}) is within the {cpus.logical} CPUs, so writing is CPU-bound: "
-                   "git's own parallel checkout")
+            why = (
+                f"tuned on {tuned.measured_on} for this mount: its best count "
+                f"({tuned.workers}) is within the {cpus.logical} CPUs, so writing is CPU-bound: "
+                "git's own parallel checkout"
+            )
         if chosen == "git" and not has_parallel:
             return "pcheckout", why + _too_old(git_version, need), "tuned"
         return chosen, why, "tuned"
     if kind in CPU_BOUND_KINDS:
         what = "overlay whose upper layer is " if fs is not None and fs.kind == "overlay" else ""
-        why = (f"{what}{kind} is CPU-bound: git's own parallel checkout inflates in C where it "
-               "writes (docs/benchmarks.md run C: 1.8x faster than pcheckout's engine on tmpfs)")
+        why = (
+            f"{what}{kind} is CPU-bound: git's own parallel checkout inflates in C where it "
+            "writes (docs/benchmarks.md run C: 1.8x faster than pcheckout's engine on tmpfs)"
+        )
         if not has_parallel:
             return "pcheckout", why + _too_old(git_version, need), "policy"
         return "git", why, "policy"
     if kind is None or kind in ("unknown", "overlay"):
-        return "pcheckout", (
-            "storage kind unknown: pcheckout's engine (where calls wait it is 10x faster than "
-            "git's default, where writing is CPU-bound at most 1.8x slower: docs/benchmarks.md)"
-        ), "policy"
-    return "pcheckout", (
-        f"{kind} is latency-bound: pcheckout's engine keeps many calls in flight (docs/"
-        "benchmarks.md run D: 13x git's default, 3.3x git's best at 1 ms per request)"), "policy"
+        return (
+            "pcheckout",
+            (
+                "storage kind unknown: pcheckout's engine (where calls wait it is 10x faster than "
+                "git's default, where writing is CPU-bound at most 1.8x slower: docs/benchmarks.md)"
+            ),
+            "policy",
+        )
+    return (
+        "pcheckout",
+        (
+            f"{kind} is latency-bound: pcheckout's engine keeps many calls in flight (docs/"
+            "benchmarks.md run D: 13x git's default, 3.3x git's best at 1 ms per request)"
+        ),
+        "policy",
+    )
 
 
 def _too_old(git_version: tuple[int, int, int], need: str) -> str:
     if git_version == (0, 0, 0):
         return "; but git's version is not known: pcheckout's engine writes"
-    return (f"; but git {_version(git_version)} has no parallel checkout ({need}+): "
-            "pcheckout's engine writes")
+    return (
+        f"; but git {_version(git_version)} has no parallel checkout ({need}+): "
+        "pcheckout's engine writes"
+    )
 
 
 def _choose(
@@ -510,8 +546,12 @@ def _choose(
     # Where writing is CPU-bound the policy's count (physical cores) is the peak already
     # (seed 000) and probing cost more than it won (tmpfs, 5069 files: 0.506 s adapting vs
     # 0.418 s at the fixed 2; docs/benchmarks.md): adapt only where calls wait.
-    adapt = (allow_adapt and fitted > 1 and entries >= ADAPT_MIN_ENTRIES
-             and _kind(fs) not in CPU_BOUND_KINDS)
+    adapt = (
+        allow_adapt
+        and fitted > 1
+        and entries >= ADAPT_MIN_ENTRIES
+        and _kind(fs) not in CPU_BOUND_KINDS
+    )
     return WorkerPlan(fitted, why, "policy", adapt)
 
 

@@ -169,7 +169,8 @@ def run(
                         git,
                         entries[a:b],
                         None if skip is None else skip[a:b],
-                        one if one.conversions is None
+                        one
+                        if one.conversions is None
                         else replace(one, conversions=one.conversions[a:b]),
                         spawn,
                         progress,

@@ -265,7 +265,12 @@ def proven(
             continue
         was = unpack_stat(previous.done[i if positions is None else positions[i]])
         if (st.st_ctime_ns, st.st_mtime_ns, st.st_ino, st.st_uid, st.st_gid, st.st_size) != (
-            was.ctime_ns, was.mtime_ns, was.ino, was.uid, was.gid, was.size
+            was.ctime_ns,
+            was.mtime_ns,
+            was.ino,
+            was.uid,
+            was.gid,
+            was.size,
         ) or not kind_matches(modes[i], st.st_mode):
             continue
         blob = modes[i] not in (MODE_SYMLINK, MODE_GITLINK)

@@ -120,8 +120,14 @@ def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
     ):
         try:
             outcome = forked.run(
-                git, entries, opts, plan.workers, spawn=ctx.spawn, skip=skip,
-                report=ui.update, forked=start_ui,
+                git,
+                entries,
+                opts,
+                plan.workers,
+                spawn=ctx.spawn,
+                skip=skip,
+                report=ui.update,
+                forked=start_ui,
             )
         except KeyboardInterrupt:
             raise Interrupted(2, RESUME_HINT) from None
