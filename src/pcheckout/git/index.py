@@ -240,6 +240,7 @@ def _entry_factory() -> Callable[..., IndexEntry]:
         return IndexEntry
     if probe != IndexEntry(*fields):  # pragma: no cover
         return IndexEntry
+    # An _EntryBuilder is an IndexEntry once its __class__ is set (probed above).
     return _EntryBuilder  # type: ignore[return-value]
 
 

@@ -113,13 +113,22 @@ class Git:
             raise error(what or f"'{_fmt(args)}' failed", cmd=cmd, stderr=proc.stderr)
         return proc
 
-    def out(self, *args: str, **kw: object) -> bytes:
-        return self.run(*args, **kw).stdout  # type: ignore[arg-type]
+    def out(
+        self,
+        *args: str,
+        input: bytes | None = None,
+        ok_codes: tuple[int, ...] = (0,),
+        error: type[GitError] = GitError,
+        what: str | None = None,
+    ) -> bytes:
+        """``run``'s standard output."""
+        return self.run(*args, input=input, ok_codes=ok_codes, error=error, what=what).stdout
 
     def popen(self, args: Sequence[str], **kw: object) -> subprocess.Popen[bytes]:
         cmd = self.argv(args)
         self.log(cmd)
         env = kw.pop("env", None if self.env is None else dict(self.env))
+        # Popen's keywords pass through as given; its overloads cannot be matched from **kw.
         return subprocess.Popen(cmd, env=env, **kw)  # type: ignore[call-overload,no-any-return]
 
     def has(self, version: tuple[int, int]) -> bool:
