@@ -14,6 +14,7 @@ from partialhelp import blobless_clone, local_blob_count, promisor_packs, serve
 from sparsehelp import git_sparse_set, skip_flags
 
 from pcheckout.checkout import CheckoutOptions, checkout
+from pcheckout.git import promisor
 from pcheckout.git.promisor import PromisorFetchError
 from pcheckout.options import Result
 
@@ -162,6 +163,57 @@ def test_server_gone_no_index_then_a_rerun_completes(tmp_path: Path) -> None:
     git(theirs, "checkout", "-q", "main")
     assert_same_as_git_sparse(ours, theirs)
     shutil.rmtree(theirs)
+
+
+ATTR_FILES: dict[bytes, bytes | tuple[str, bytes]] = {
+    **FILES,
+    b".gitattributes": b"*.txt eol=crlf\n",
+    b"docs/.gitattributes": b"*.md ident\n",
+    b"docs/c.md": b"$Id$\n",
+}
+
+
+@pytest.mark.parametrize("local_top", [False, True], ids=["none-local", "top-local"])
+def test_dry_run_in_a_blobless_clone_fetches_nothing(tmp_path: Path, local_top: bool) -> None:
+    """A dry run fetches no blob, not even a .gitattributes: it counts them among the
+    blobs a run fetches and says for how many paths the conversion is unknown (the paths
+    below a .gitattributes that is not local); the run then fetches what it said."""
+    _server, ours, theirs = _pair(tmp_path, ATTR_FILES, blobless=True)
+    if local_top:  # git fetches this one blob lazily; docs/.gitattributes stays missing
+        git(ours, "cat-file", "-p", "HEAD:.gitattributes")
+    before = (len(promisor_packs(ours)), local_blob_count(ours))
+    dry = _checkout(ours, dry_run=True)
+    assert (len(promisor_packs(ours)), local_blob_count(ours)) == before
+    assert os.listdir(ours) == [".git"]
+    blobs = len({c for c in ATTR_FILES.values()})
+    assert dry.fetch_blobs == blobs - before[1]
+    docs = sum(1 for p in ATTR_FILES if p.startswith(b"docs/"))  # all regular files
+    # everything is below the top-level .gitattributes; with it local, only docs/ is unknown
+    assert dry.conversion_unknown == (docs if local_top else len(ATTR_FILES) - 1)
+    assert dry.converted == (sum(1 for p in ATTR_FILES if p.endswith(b".txt")) if local_top else 0)
+    result = _checkout(ours)
+    assert result.fetch_blobs == dry.fetch_blobs and result.conversion_unknown == 0
+    assert result.converted == sum(1 for p in ATTR_FILES if p.endswith((b".txt", b".md")))
+    git(theirs, "checkout", "-q", "main")
+    assert_same_as_git_sparse(ours, theirs)
+
+
+def test_sparse_dry_run_counts_an_out_of_pattern_gitattributes(tmp_path: Path) -> None:
+    """Non-cone patterns can leave a .gitattributes out while files below it are in: a
+    dry run fetches it neither, and counts it, as the run fetches it (check-attr reads it)."""
+    _server, ours, theirs = _pair(tmp_path, ATTR_FILES, blobless=True)
+    for w in (ours, theirs):
+        git(w, "sparse-checkout", "set", "--no-cone", "*.md")
+    before = len(promisor_packs(ours))
+    dry = _checkout(ours, dry_run=True)
+    assert len(promisor_packs(ours)) == before and local_blob_count(ours) == 0
+    md = [p for p in ATTR_FILES if p.endswith(b".md")]
+    assert dry.files == len(md) and dry.conversion_unknown == len(md)
+    assert dry.fetch_blobs == len({ATTR_FILES[p] for p in md}) + 2  # both .gitattributes
+    result = _checkout(ours)
+    assert result.fetch_blobs == dry.fetch_blobs
+    git(theirs, "checkout", "-q", "main")
+    assert_same_as_git_sparse(ours, theirs)
 
 
 # --- switching inside a sparse checkout ----------------------------------------------------
@@ -322,8 +374,6 @@ def test_server_gone_mid_prefetch_then_a_rerun_resumes(
         calls.append(1)
         return out
 
-    from pcheckout.git import promisor
-
     real_run = promisor.Fetcher._run
     fetches: list[int] = []
 
@@ -373,3 +423,4 @@ def test_blobless_sparse_checkout_and_switch_by_either_writer(tmp_path: Path, wr
     git(theirs, "checkout", "-q", "next")
     assert_same_as_git_sparse(ours, theirs)
     assert local_blob_count(ours) == local_blob_count(theirs)
+

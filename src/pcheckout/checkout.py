@@ -152,7 +152,7 @@ def _checkout(
     )
     if sel is not None:
         result.skip_worktree = sel.outside
-        result.fetch_blobs = len(sel.missing)
+        result.fetch_blobs = len(sel.missing) + sel.fetched_first
         result.warnings = sel.warnings
     result.add_conversion(conversion)
     if opts.dry_run:
@@ -225,17 +225,22 @@ def _plan_conversion(
         sources = attributes.conversion_sources(entries, ctx.config, ctx.repo.common_dir,
                                                 ctx.environ)  # fmt: skip
         return attributes.ConversionPlan(sources, [])
-    if sel is not None:
+    only = None if sel is None else sel.wanted
+    unknown = 0
+    if sel is not None and dry_run:
+        # A dry run fetches nothing: paths below a missing .gitattributes are not looked
+        # up (check-attr would fetch it), and the blob counts among those a run fetches.
+        only, absent = attributes.known_attributes(ctx.git, entries, sel.wanted, sel.remotes,
+                                                   sel.missing)  # fmt: skip
+        unknown = len(sel.wanted) - len(only)
+        sel.missing.update(absent)
+    elif sel is not None:
         _fetch_attributes(ctx, entries, sel)
-    return attributes.plan_conversion(
-        ctx.git,
-        ctx.repo,
-        ctx.config,
-        target.tree,
-        entries,
-        environ=ctx.environ,
-        only=None if sel is None else sel.wanted,
+    conversion = attributes.plan_conversion(
+        ctx.git, ctx.repo, ctx.config, target.tree, entries, environ=ctx.environ, only=only
     )
+    conversion.unknown = unknown
+    return conversion
 
 
 def _write_by_git(
@@ -371,7 +376,9 @@ def _select(ctx: Context, entries: list[Entry], have: set[str] | None) -> Select
 
 def _fetch_attributes(ctx: Context, entries: list[Entry], sel: Selection) -> None:
     """check-attr must find the tree's .gitattributes local (a partial clone)."""
-    sel.missing.difference_update(attributes.fetch_attributes(ctx.git, entries, sel.remotes))
+    fetched = attributes.fetch_attributes(ctx.git, entries, sel.remotes, only=sel.wanted)
+    sel.missing.difference_update(fetched)
+    sel.fetched_first = len(fetched)
 
 
 def _open(opts: CheckoutOptions, ui: Reporter) -> tuple[Context, Target, _State, IndexLock | None]:

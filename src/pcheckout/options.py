@@ -80,6 +80,7 @@ class Result:
     converted: int = 0  # paths whose conversion may change their bytes
     conversion_reasons: dict[str, int] = field(default_factory=dict)  # reason -> paths
     converted_by_git: int = 0  # of them, paths converted by git's filters
+    conversion_unknown: int = 0  # dry run: paths below a .gitattributes not fetched yet
     export_ignored: int = 0  # export: entries export-ignore leaves out
     export_subst: int = 0  # export: files whose $Format:...$ placeholders are expanded
 
@@ -113,6 +114,7 @@ class Result:
             "converted": self.converted,
             "conversion_reasons": self.conversion_reasons,
             "converted_by_git": self.converted_by_git,
+            "conversion_unknown": self.conversion_unknown,
             "export_ignored": self.export_ignored,
             "export_subst": self.export_subst,
         }
@@ -123,3 +125,4 @@ class Result:
         self.converted = plan.converted
         self.conversion_reasons = dict(sorted(plan.counts.items()))
         self.converted_by_git = plan.by_git
+        self.conversion_unknown = plan.unknown

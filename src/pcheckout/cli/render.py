@@ -179,6 +179,11 @@ def plan(console: Console, r: Result) -> None:
     if r.conversion:
         console.print("attributes from: " + "; ".join(r.conversion))
         console.print(conversion_line(r))
+    if r.conversion_unknown:
+        console.print(
+            f"conversion unknown for {r.conversion_unknown:,} paths: their .gitattributes "
+            "are among the missing blobs (a dry run fetches nothing)"
+        )
     if r.export_ignored or r.export_subst:
         console.print(
             f"export-ignore leaves out {r.export_ignored:,} entries; "

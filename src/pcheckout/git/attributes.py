@@ -487,17 +487,75 @@ def _attr_git(git: Git, repo: Repo, extra_env: Mapping[str, str], *, worktree: b
     )
 
 
-def fetch_attributes(git: Git, entries: Sequence[Entry], remotes: Sequence[str]) -> list[str]:
-    """A partial clone's missing .gitattributes blobs of ``entries``, in one fetch (check-attr
-    reads them from the tree and would fetch each one lazily, a git fetch per blob); the
-    ids fetched."""
+def _dir_of(path: bytes) -> bytes:
+    return path.rpartition(b"/")[0]
+
+
+def attribute_files(entries: Sequence[Entry], only: Sequence[int] | None = None) -> list[int]:
+    """The ``.gitattributes`` entries (indexes into ``entries``) that looking up the paths of
+    ``only`` (default: all) reads: the one in each of their directories, the top level's
+    included (``attr.c: prepare_attr_stack()`` reads a path's directories and no other)."""
+    dirs: set[bytes] = set()
+    for i in range(len(entries)) if only is None else only:
+        d = _dir_of(entries[i].path)
+        while d not in dirs:
+            dirs.add(d)
+            if not d:
+                break
+            d = _dir_of(d)
+    return [
+        i
+        for i, e in enumerate(entries)
+        if is_gitattributes(e.path) and convertible(e) and _dir_of(e.path) in dirs
+    ]
+
+
+def fetch_attributes(
+    git: Git,
+    entries: Sequence[Entry],
+    remotes: Sequence[str],
+    only: Sequence[int] | None = None,
+) -> list[str]:
+    """A partial clone's missing .gitattributes blobs that looking up the paths of ``only``
+    (indexes into ``entries``; default: all) reads, in one fetch (check-attr reads them
+    from the tree and would fetch each one lazily, a git fetch per blob); the ids fetched."""
     if not remotes:
         return []
-    oids = sorted({e.oid for e in entries if is_gitattributes(e.path) and convertible(e)})
+    oids = sorted({entries[i].oid for i in attribute_files(entries, only)})
     missing = missing_objects(git, oids) if oids else []
     if missing:
         fetch(git, remotes, missing)
     return missing
+
+
+def known_attributes(
+    git: Git,
+    entries: Sequence[Entry],
+    only: Sequence[int],
+    remotes: Sequence[str],
+    missing: set[str],
+) -> tuple[list[int], list[str]]:
+    """For a run that must fetch nothing (a dry run in a partial clone): those of ``only``
+    whose attributes can be read without a fetch (none of their ``.gitattributes`` is
+    missing), and the missing ``.gitattributes`` blobs the lookup of the others would read.
+    ``missing``: the blobs of ``only`` known to be missing (others are looked for)."""
+    if not remotes:
+        return list(only), []
+    files = attribute_files(entries, only)
+    written = set(only)
+    others = [entries[i].oid for i in files if i not in written]
+    gone = missing | set(missing_objects(git, others)) if others else missing
+    absent = {_dir_of(entries[i].path): entries[i].oid for i in files if entries[i].oid in gone}
+    if not absent:
+        return list(only), []
+    known: list[int] = []
+    for i in only:
+        d = _dir_of(entries[i].path)
+        while d not in absent and d:
+            d = _dir_of(d)
+        if d not in absent or not convertible(entries[i]):
+            known.append(i)
+    return known, sorted(set(absent.values()))
 
 
 class TreeAttributes:
@@ -615,6 +673,7 @@ class ConversionPlan:
     counts: dict[str, int] = field(default_factory=dict)  # reason -> paths
     converted: int = 0  # paths whose bytes may change
     by_git: int = 0  # of them, paths git's filters convert
+    unknown: int = 0  # paths not looked up: their .gitattributes are not local (a dry run)
 
     @property
     def any(self) -> bool:

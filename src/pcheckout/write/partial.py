@@ -58,6 +58,7 @@ class Selection:
     remotes: list[str] = field(default_factory=list)  # promisor remotes, git's order
     missing: set[str] = field(default_factory=set)  # blob ids of ``wanted`` not local
     warnings: list[str] = field(default_factory=list)  # git's sparse-checkout warnings
+    fetched_first: int = 0  # missing .gitattributes blobs fetched before the conversion plan
 
     @property
     def outside(self) -> int:
