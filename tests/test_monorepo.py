@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -423,4 +424,77 @@ def test_blobless_sparse_checkout_and_switch_by_either_writer(tmp_path: Path, wr
     git(theirs, "checkout", "-q", "next")
     assert_same_as_git_sparse(ours, theirs)
     assert local_blob_count(ours) == local_blob_count(theirs)
+
+
+# --- staging directories of runs that died ---------------------------------------------------
+
+#: A checkout whose staged fetch hangs once its staging directory exists (argv: work tree,
+#: a file written when the fetch has begun), to be killed there.
+_HANGING_STAGED_CHECKOUT = r"""
+import pathlib, sys, time
+from pcheckout.git import promisor
+from pcheckout.write import partial
+real = partial.write_selected
+partial.write_selected = lambda *a, **k: real(*a, **{**k, "latency_bound": True})
+def hang(self, remote, oids):
+    pathlib.Path(sys.argv[2]).write_text("fetching")
+    time.sleep(120)
+promisor.Fetcher._run = hang
+from pcheckout.checkout import CheckoutOptions, checkout
+checkout(CheckoutOptions(directory=pathlib.Path(sys.argv[1])))
+"""
+
+
+def _staging_dirs(tmpdir: Path) -> list[str]:
+    return sorted(n for n in os.listdir(tmpdir) if n.startswith(promisor.STAGING_PREFIX))
+
+
+def test_a_killed_runs_staging_directory_is_removed_by_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL leaves the staging directory in $TMPDIR; the next staged fetch removes it,
+    never one a live run holds (nor a fresh one without its lock yet)."""
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+
+    from killhelp import HANG_S
+
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    _server, ours, theirs = _pair(tmp_path, blobless=True)
+    began = tmp_path / "began"
+    env = {**os.environ, "TMPDIR": str(tmpdir)}
+    child = subprocess.Popen([sys.executable, "-c", _HANGING_STAGED_CHECKOUT, str(ours),
+                              str(began)], env=env)  # fmt: skip
+    try:
+        deadline = time.monotonic() + HANG_S
+        while not began.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert began.exists()
+        dead = _staging_dirs(tmpdir)
+        assert len(dead) == 1
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert _staging_dirs(tmpdir) == dead  # SIGKILL: nothing could clean up
+    monkeypatch.setattr(tempfile, "tempdir", str(tmpdir))
+    live = promisor.Staging(os.fsencode(ours / ".git" / "objects"))  # another run, alive
+    (tmpdir / (promisor.STAGING_PREFIX + "new")).mkdir()  # made an instant ago, no lock yet
+    try:
+        assert live.removed_stale == [str(tmpdir / dead[0])]
+        from pcheckout.write import partial as partial_mod
+
+        real = partial_mod.write_selected
+        monkeypatch.setattr(partial_mod, "write_selected",
+                            lambda *a, **k: real(*a, **{**k, "latency_bound": True}))  # fmt: skip
+        _checkout(ours)  # resumes the killed checkout, staged again, and cleans up after itself
+        assert _staging_dirs(tmpdir) == sorted(
+            [os.path.basename(live.root), promisor.STAGING_PREFIX + "new"]
+        )
+    finally:
+        live.close()
+    git(theirs, "checkout", "-q", "main")
+    assert_same_as_git_sparse(ours, theirs)
 

@@ -32,11 +32,13 @@ import shutil
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pcheckout.errors import GitError, decode
 from pcheckout.git.config import config_bool
+from pcheckout.git.lock import _try_record_lock
 from pcheckout.git.runner import Git
 
 __all__ = [
@@ -352,6 +354,13 @@ COPY_CHUNK = 1024 * 1024
 #: Pack files in the order they are moved in: the .idx last, since git sees a pack only
 #: once its index exists (packfile.c prepare_pack(): it lists *.idx).
 _PACK_SUFFIXES = (b".pack", b".rev", b".promisor", b".idx")
+#: Staging directories are ``$TMPDIR/pcheckout-fetch-XXXXXXXX``, each with a lock file that
+#: its run holds (:func:`remove_stale_staging`).
+STAGING_PREFIX = "pcheckout-fetch-"
+STAGING_LOCK = "lock"
+#: Age after which a staging directory without a lock file is removed (a day: only an
+#: older pcheckout, which took no lock, could still be using one that old).
+STALE_UNLOCKED_S = 24 * 3600
 
 
 class Staging:
@@ -368,11 +377,25 @@ class Staging:
 
     def __init__(self, repo_objects: bytes, scratch_dir: str | None = None) -> None:
         self.repo_objects = repo_objects  # the repository's objects directory (absolute)
-        self.root = tempfile.mkdtemp(prefix="pcheckout-fetch-", dir=scratch_dir)
-        self.objects = os.path.join(self.root, "objects")
-        os.makedirs(os.path.join(self.objects, "pack"))
-        os.makedirs(os.path.join(self.objects, "info"))
+        self.root = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=scratch_dir)
+        # Held (an open-file-description lock, as git/lock.py holds index.lock) until
+        # close(); the kernel drops it however the run ends, SIGKILL included.
+        self._lock: int | None = None
+        try:
+            self._lock = os.open(
+                os.path.join(self.root, STAGING_LOCK),
+                os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
+                0o600,
+            )
+            _try_record_lock(self._lock, wait=False)
+            self.objects = os.path.join(self.root, "objects")
+            os.makedirs(os.path.join(self.objects, "pack"))
+            os.makedirs(os.path.join(self.objects, "info"))
+        except BaseException:
+            self.close()
+            raise
         self.moved: list[bytes] = []
+        self.removed_stale = remove_stale_staging(os.path.dirname(self.root), keep=self.root)
 
     @property
     def pack_dir(self) -> bytes:
@@ -411,6 +434,47 @@ class Staging:
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
+
+
+def remove_stale_staging(scratch_dir: str, keep: str | None = None) -> list[str]:
+    """Remove the staging directories in ``scratch_dir`` that no run holds any more (a
+    pcheckout killed before its ``close()``: SIGKILL, a power cut); return their paths.
+
+    A live run holds the lock on its directory's lock file, and the kernel drops it when
+    that run is gone, whatever the pid namespace; a directory whose lock can be taken is
+    stale.  One without a lock file is being created (for the instant between mkdtemp and
+    the lock), or left by an older pcheckout that took no lock: it is removed only once
+    older than :data:`STALE_UNLOCKED_S`."""
+    removed: list[str] = []
+    try:
+        names = [n for n in os.listdir(scratch_dir) if n.startswith(STAGING_PREFIX)]
+    except OSError:
+        return removed
+    for name in names:
+        path = os.path.join(scratch_dir, name)
+        if path == keep:
+            continue
+        try:
+            fd = os.open(os.path.join(path, STAGING_LOCK), os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            with contextlib.suppress(OSError):
+                st = os.lstat(path)
+                if os.path.isdir(path) and time.time() - st.st_mtime > STALE_UNLOCKED_S:
+                    shutil.rmtree(path, ignore_errors=True)
+                    removed.append(path)
+            continue
+        except OSError:  # not ours to judge (another user's, unreadable)
+            continue
+        try:
+            if _try_record_lock(fd, wait=False):  # nobody holds it: its run is gone
+                shutil.rmtree(path, ignore_errors=True)
+                removed.append(path)
+        finally:
+            os.close(fd)
+    return removed
 
 
 def _copy_into(src: bytes, dst_dir: bytes, name: bytes) -> int:

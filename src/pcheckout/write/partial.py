@@ -149,6 +149,8 @@ def write_selected(
     staging = (
         Staging(objects) if sel.missing and latency_bound and Staging.usable(base_env) else None
     )
+    for path in staging.removed_stale if staging is not None else []:
+        ctx.ui.debug(f"removed the staging directory of a run that died: {path}")
     fetchers = (
         FETCHERS_STAGED if staging is not None else FETCHERS_LATENCY_BOUND if latency_bound else 1
     )
