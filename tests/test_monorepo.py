@@ -498,3 +498,29 @@ def test_a_killed_runs_staging_directory_is_removed_by_the_next_run(
     git(theirs, "checkout", "-q", "main")
     assert_same_as_git_sparse(ours, theirs)
 
+
+def test_a_linked_worktree_reads_its_own_patterns_as_git_does(tmp_path: Path) -> None:
+    """The pattern file is per worktree (read without asking git): a linked worktree's
+    cone is its own, the main worktree's patterns do not leak into it."""
+    from pcheckout.git.runner import Git, discover
+    from pcheckout.git.sparse import pattern_file
+
+    src, main, _theirs = _pair(tmp_path)
+    git(main, "sparse-checkout", "set", "--cone", "src")
+    for name in ("ours-wt", "theirs-wt"):
+        git(main, "worktree", "add", "-q", "--no-checkout", "--detach", str(tmp_path / name))
+        git(tmp_path / name, "sparse-checkout", "set", "--cone", "docs")
+    for w in (main, tmp_path / "ours-wt"):
+        asked = git(w, "rev-parse", "--path-format=absolute", "--git-path",
+                    "info/sparse-checkout").rstrip(b"\n")  # fmt: skip
+        assert pattern_file(discover(Git(w)).git_dir) == os.fsencode(
+            Path(os.fsdecode(asked)).resolve()
+        )
+    ours, theirs = tmp_path / "ours-wt", tmp_path / "theirs-wt"
+    _checkout(ours)
+    git(theirs, "checkout", "-q", "-f", "HEAD")
+    files = [{p: v for p, v in snapshot(w).items() if p != b".git"} for w in (ours, theirs)]
+    assert files[0] == files[1]  # .git is a file naming each worktree's own git dir
+    assert git(ours, "ls-files", "-s", "-z") == git(theirs, "ls-files", "-s", "-z")
+    assert skip_flags(ours) == skip_flags(theirs) and git(ours, "status", "--porcelain") == b""
+    assert not (tmp_path / "ours-wt" / "src").exists() and (tmp_path / "ours-wt" / "docs").exists()

@@ -370,7 +370,9 @@ def _select(ctx: Context, entries: list[Entry], have: set[str] | None) -> Select
     from pcheckout.git.sparse import load as load_sparsity
     from pcheckout.write.partial import select
 
-    sparsity: Sparsity | None = load_sparsity(ctx.git, ctx.config) if sparse else None
+    sparsity: Sparsity | None = (
+        load_sparsity(ctx.git, ctx.config, ctx.repo.git_dir) if sparse else None
+    )
     return select(ctx, entries, sparsity, have=have)
 
 

@@ -318,7 +318,7 @@ def switch(
     in_target = {e.path: e for e in entries}
     in_head = {e.path: e for e in head_entries}
     skipped = {p for p, e in in_index.items() if e.extended_flags & ix.EXT_FLAG_SKIP_WORKTREE}
-    sparsity = load_sparsity(git, config)
+    sparsity = load_sparsity(git, config, repo.git_dir)
 
     def inside(path: bytes, mode: int) -> bool:
         return sparsity is None or sparsity.includes(path, mode)

@@ -5,8 +5,8 @@ Where things live (git's ``dir.c: get_sparse_checkout_filename()``, ``environmen
 * ``core.sparseCheckout`` turns it on, ``core.sparseCheckoutCone`` (false when unset) picks
   cone matching; ``git sparse-checkout set`` writes both to ``config.worktree``, which
   ``git config --list`` merges in (so :func:`pcheckout.git.config.read_config` sees them).
-* The patterns are the worktree's own ``info/sparse-checkout``
-  (``git rev-parse --git-path info/sparse-checkout``); no file means a full checkout
+* The patterns are the worktree's own ``info/sparse-checkout``, in its own git dir
+  (what ``git rev-parse --git-path info/sparse-checkout`` names); no file means a full checkout
   (``unpack-trees.c: populate_from_existing_patterns()``).
 
 The decision walks each path's directories top-down as ``unpack-trees.c:
@@ -43,6 +43,7 @@ __all__ = [
     "expand_sparse_directories",
     "load",
     "parse",
+    "pattern_file",
     "split",
 ]
 
@@ -412,13 +413,20 @@ def _build_cone(sp: Sparsity) -> None:
             return
 
 
-def load(git: Git, config: Mapping[str, str]) -> Sparsity | None:
+def load(
+    git: Git, config: Mapping[str, str], git_dir: str | os.PathLike[str] | None = None
+) -> Sparsity | None:
     """The worktree's sparse-checkout rules, or None for a full checkout
-    (core.sparseCheckout off, or no pattern file)."""
+    (core.sparseCheckout off, or no pattern file).  ``git_dir``: the worktree's own git
+    dir (``rev-parse --git-dir``), where git keeps the pattern file; without it git is
+    asked (``rev-parse --git-path``: a git process, ~50 ms on the 1 ms latency filesystem)."""
     if not config_bool(config.get("core.sparsecheckout"), False):
         return None
-    out = git.out("rev-parse", "--git-path", "info/sparse-checkout").rstrip(b"\n")
-    path = out if os.path.isabs(out) else os.fsencode(git.cwd) + b"/" + out
+    if git_dir is not None:
+        path = pattern_file(git_dir)
+    else:
+        out = git.out("rev-parse", "--git-path", "info/sparse-checkout").rstrip(b"\n")
+        path = out if os.path.isabs(out) else os.fsencode(git.cwd) + b"/" + out
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -428,6 +436,13 @@ def load(git: Git, config: Mapping[str, str]) -> Sparsity | None:
     sp = parse(data, cone=cone, ignore_case=config_bool(config.get("core.ignorecase"), False))
     sp.sparse_index = sp.cone and config_bool(config.get("index.sparse"), False)
     return sp
+
+
+def pattern_file(git_dir: str | os.PathLike[str]) -> bytes:
+    """``git rev-parse --git-path info/sparse-checkout`` without a git process: the file is
+    per worktree (``path.c: common_list[]`` excepts it from the shared ``info/``, and no
+    environment variable moves it), so it is in the worktree's own git dir."""
+    return os.path.join(os.fsencode(git_dir), b"info", b"sparse-checkout")
 
 
 def split(
