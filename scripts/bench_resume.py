@@ -2,7 +2,7 @@
 """Resume after SIGKILL against a fresh checkout, on the latency filesystem.
 
     python3 scripts/bench_resume.py [--files 4800] [--latency-ms 1.0] [--rounds 3]
-        [--fractions 0.2,0.5,0.8] [--shape source]
+        [--fractions 0.2,0.5,0.8] [--shape source] [--git-workers 1,32]
 
 Per round, interleaved: a fresh ``pcheckout checkout`` (timed, T); then for each
 fraction f a fresh clone whose checkout is SIGKILLed f x T after it starts, and
@@ -10,7 +10,12 @@ the re-run of the same command (timed, R).  Prints the medians and R / T next to
 issue 16's target, (1.25 - f).  Every work tree is a ``clone --shared`` onto a
 fresh latency mount (objects stay on local disk, as with a work tree on NFS and
 a local object store would not be; the checkout's reads of objects are not
-what is measured).  Needs FUSE (docs/latencyfs.md).
+what is measured).  ``--git-workers`` adds, per round, a fresh ``git checkout``
+(``checkout.workers=N``) of the same tree on a fresh mount: the yardstick, and
+what shows a change of the filesystem itself.  The pcheckout measured is this
+tree's ``src/`` (bytecode compiled first, as an installed copy has it), run with
+bench.py's environment (no global git config, an empty tune cache).  Needs FUSE
+(docs/latencyfs.md).
 """
 
 from __future__ import annotations
@@ -29,27 +34,46 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import latencyfs  # noqa: E402  (scripts/ is not a package)
+from bench import PROJECT, bench_env, compile_bytecode, pcheckout_cmd  # noqa: E402
+
+ENV = bench_env()
 
 
 def _git(*args: str) -> None:
-    subprocess.run(["git", *args], check=True, capture_output=True)
+    subprocess.run(["git", *args], check=True, capture_output=True, env=ENV)
 
 
 def _checkout(work: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [sys.executable, "-m", "pcheckout", "checkout", "-C", str(work), "-q"],
+        [*pcheckout_cmd(), "checkout", "-C", str(work), "-q"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        env=ENV,
     )
 
 
-def _timed(work: Path) -> float:
+def _timed(work: Path, cmd: list[str] | None = None) -> float:
     t0 = time.monotonic()
-    proc = _checkout(work)
+    if cmd is None:
+        proc = _checkout(work)
+    else:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=ENV)
     _out, err = proc.communicate()
     if proc.returncode != 0:
         raise SystemExit(f"checkout failed: {err.decode(errors='replace')}")
     return time.monotonic() - t0
+
+
+def _commit() -> str:
+    """The commit measured, marked when the tree differs from it."""
+
+    def out(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(PROJECT), *args], capture_output=True, text=True)
+        return done.stdout.strip()
+
+    head = out("rev-parse", "--short", "HEAD")
+    dirty = out("status", "--porcelain", "--", "src", "scripts")
+    return head + (" (with uncommitted changes)" if dirty else "")
 
 
 def main() -> int:
@@ -59,8 +83,12 @@ def main() -> int:
     ap.add_argument("--latency-ms", type=float, default=1.0)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--fractions", default="0.2,0.5,0.8")
+    ap.add_argument("--git-workers", default="", help="checkout.workers of git rows, e.g. 1,32")
     ns = ap.parse_args()
     fractions = [float(f) for f in ns.fractions.split(",")]
+    git_workers = [int(x) for x in ns.git_workers.split(",") if x]
+    bytecode = compile_bytecode()
+    load0 = os.getloadavg()[0]
     base = Path(tempfile.mkdtemp(prefix="pcheckout-bench-resume-"))
     try:
         src = base / "src"
@@ -79,6 +107,7 @@ def main() -> int:
         )
         fresh: list[float] = []
         rerun: dict[float, list[float]] = {f: [] for f in fractions}
+        by_git: dict[int, list[float]] = {n: [] for n in git_workers}
         n = 0
 
         def work_tree() -> tuple[Path, Path]:
@@ -91,6 +120,14 @@ def main() -> int:
             return mnt, work
 
         for _ in range(ns.rounds):
+            for w in git_workers:
+                mnt, work = work_tree()
+                cmd = ["git", "-C", str(work), "-c", f"checkout.workers={w}", "checkout", "-q",
+                       "-f", "HEAD"]  # fmt: skip
+                try:
+                    by_git[w].append(_timed(work, cmd))
+                finally:
+                    latencyfs.umount(mnt)
             mnt, work = work_tree()
             try:
                 fresh.append(_timed(work))
@@ -109,9 +146,13 @@ def main() -> int:
                     latencyfs.umount(mnt)
         t = statistics.median(fresh)
         print(
-            f"files={ns.files} latency={ns.latency_ms} ms rounds={ns.rounds} "
-            f"load={os.getloadavg()[0]:.1f}"
+            f"commit {_commit()}; files={ns.files} latency={ns.latency_ms} ms "
+            f"rounds={ns.rounds}; load average {load0:.1f} at the start, "
+            f"{os.getloadavg()[0]:.1f} at the end; bytecode {bytecode}"
         )
+        for w, runs in by_git.items():
+            print(f"git checkout.workers={w} (fresh): median {statistics.median(runs):.2f} s "
+                  f"({', '.join(f'{x:.2f}' for x in runs)})")  # fmt: skip
         print(f"fresh checkout: median {t:.2f} s ({', '.join(f'{x:.2f}' for x in fresh)})")
         print("| killed at | re-run (median) | re-run / fresh | target (1.25 - f) |")
         print("|---|---|---|---|")
