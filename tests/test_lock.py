@@ -44,6 +44,46 @@ lk.rollback()
 """
 
 
+#: Takes the lock (and commits AT == "commit*") and SIGKILLs itself at one step:
+#: right after the link that makes the lock, after the new index is written beside
+#: it, after the rename of that index over the index.
+KILLED_AT = r"""
+import os, signal, sys
+from pcheckout.git.lock import IndexLock
+at, index = sys.argv[1], sys.argv[2]
+real = {"link": os.link, "rename": os.rename, "unlink": os.unlink}
+
+def die_after(name):
+    def call(*args, **kw):
+        real[name](*args, **kw)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return call
+
+def die_before(name):
+    def call(*args, **kw):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return call
+
+if at == "created":
+    os.link = die_after("link")
+    IndexLock.acquire(index)
+lk = IndexLock.acquire(index)
+if at == "commit-written":
+    os.rename = die_before("rename")
+if at == "commit-renamed":
+    renamed = []
+    def rename(a, b):
+        real["rename"](a, b)
+        renamed.append(b)
+    def unlink(path, *args, **kw):
+        if renamed:
+            os.kill(os.getpid(), signal.SIGKILL)
+        real["unlink"](path, *args, **kw)
+    os.rename, os.unlink = rename, unlink
+lk.commit(b"new index")
+"""
+
+
 def _env() -> dict[str, str]:
     src = str(Path(lock_mod.__file__).resolve().parents[2])
     return {**os.environ, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -214,3 +254,26 @@ def test_a_lock_committed_meanwhile_is_reported_as_held(
     with pytest.raises(IndexLockError):
         IndexLock.acquire(index)
     assert time.monotonic() - t0 < 5
+
+
+@pytest.mark.parametrize("at", ["created", "commit-written", "commit-renamed"])
+def test_a_kill_at_any_step_of_the_lock_leaves_one_the_rerun_takes_over(
+    repo: Path, at: str
+) -> None:
+    # git's lock is empty when created and holds part of an index before its rename:
+    # ours holds its record from its first moment until the index is in place.
+    index = repo / ".git" / "index"
+    before = index.read_bytes()
+    proc = subprocess.run([sys.executable, "-c", KILLED_AT, at, str(index)], env=_env())
+    assert proc.returncode == -signal.SIGKILL
+    lock = repo / ".git" / "index.lock"
+    assert lock.read_bytes().startswith(lock_mod.RECORD_PREFIX)
+    assert index.read_bytes() == (b"new index" if at == "commit-renamed" else before)
+    with IndexLock.acquire(index) as lk:
+        assert lk.took_over
+        lk.commit(before)
+    assert not lock.exists()
+    assert index.read_bytes() == before
+    # (a kill between the link and the unlink of the lock's first name left that
+    # name: the takeover removed it)
+    assert [p.name for p in (repo / ".git").iterdir() if p.name.startswith("index")] == ["index"]

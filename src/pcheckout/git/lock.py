@@ -26,6 +26,13 @@ each other under ``nolock``; on one machine they always do).  It then owns
 that very file (no unlink and re-create, which two contenders could race).
 Anything else -- git's own empty lock, a live pcheckout, a line from another
 machine -- gets git's message, exit status 128, as git gives it.
+
+So that a kill at *any* moment leaves a lock the re-run can take over, the lock
+holds the line from the moment it exists (written into a file of a random name
+that is then linked to ``index.lock``: link(2) fails on an existing name as
+``O_EXCL`` does) until the index is in place (the new index is written beside
+the lock and renamed over the index, then the lock is removed), where git's own
+lock is empty at first and holds part of an index at the end.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from pcheckout.errors import IndexLockError, WriteError, unable_to_lock_message
+from pcheckout.fdio import write_all
 
 #: First bytes of the line pcheckout writes into a lock it holds.
 RECORD_PREFIX = b"pcheckout-lock 1 "
@@ -73,10 +81,13 @@ def record() -> bytes:
 
 
 def _stale_record(data: bytes) -> bool:
-    """Whether ``data`` (a lock file's bytes) is a record of this machine."""
-    if not data.startswith(RECORD_PREFIX) or not data.endswith(b"\n"):
+    """Whether ``data`` (a lock file's bytes) is a record of this machine.  Only its
+    first line counts: a run that took a lock over and was killed before cutting the
+    file to its own (shorter) record leaves that record first, whole."""
+    line, newline, _rest = data.partition(b"\n")
+    if not line.startswith(RECORD_PREFIX) or not newline:
         return False
-    fields = data[len(RECORD_PREFIX) :].split()
+    fields = line[len(RECORD_PREFIX) :].split()
     return len(fields) == 3 and fields[0].decode("utf-8", "replace") == machine()
 
 
@@ -128,26 +139,23 @@ class IndexLock:
         """Create ``<index>.lock`` (``O_EXCL``) or take over a dead pcheckout's;
         :class:`IndexLockError` (git's message, exit 128) if it is held."""
         lock = os.fsencode(index_path) + b".lock"
-        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+        mine = record()
         try:
-            fd = os.open(lock, flags, 0o666)
+            fd, size = _create_holding(lock, mine)
         except FileExistsError:
             fd = _take_over(lock)
             self = cls(index_path, fd, took_over=True)
             self._size = os.fstat(fd).st_size
+            _remove_first_names(lock, fd)
         except OSError as exc:
             raise WriteError(lock, exc) from None
         else:
             self = cls(index_path, fd, took_over=False)
-            try:
-                # A contender may hold the record lock for the moment it takes
-                # to read our empty file and give up; wait for that.
-                _try_record_lock(fd, wait=True)
-            except BaseException:
-                self.rollback()
-                raise
+            self._size = size
+            if size:
+                return self
         try:
-            self._write(record())
+            self._write(mine)
         except OSError as exc:
             self.rollback()
             raise WriteError(lock, exc) from None
@@ -171,20 +179,33 @@ class IndexLock:
         self._size = len(view)
 
     def commit(self, data: bytes | bytearray | memoryview) -> None:
-        """Write ``data`` (an encoded index) into the lock and rename it over
-        the index; the lock is gone afterwards either way."""
+        """Write ``data`` (an encoded index) beside the lock, rename it over the
+        index, then remove the lock; the lock is gone afterwards either way.
+
+        Not into the lock itself, as git does: the lock keeps its record until the
+        index is in place, so a kill at any moment leaves a lock that the re-run
+        takes over (a lock holding half an index is git's, never taken over)."""
         if self._fd is None:
             raise IndexLockError(f"internal error: {self.path!r} is not held", self.path)
+        new = self.index + NEW_SUFFIX  # only the lock's holder uses it: a stale one is ours
         try:
-            self._write(data)
-            os.rename(self.path, self.index)
+            fd = os.open(new, _O_NEW | os.O_TRUNC, 0o666)
+            try:
+                write_all(fd, data)
+            finally:
+                os.close(fd)
+            os.rename(new, self.index)
         except OSError as exc:
             self.rollback()
+            with contextlib.suppress(OSError):
+                os.unlink(new)
             raise WriteError(self.path, exc) from None
         except BaseException:
             self.rollback()
+            with contextlib.suppress(OSError):
+                os.unlink(new)
             raise
-        self._close()
+        self.rollback()
 
     def commit_from(self, path: str | bytes | os.PathLike[str]) -> None:
         """Rename the index file at ``path`` (written by git, see
@@ -262,6 +283,92 @@ def scratch_index(lock: IndexLock, *, copy: bool = False) -> Iterator[Scratch]:
         for left in (path, path + b".lock"):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(left)
+
+
+#: Beside the index: the new index, written there and renamed over the index (commit).
+NEW_SUFFIX = b".pcheckout-new"
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NEW = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | _O_NOFOLLOW
+#: link(2) is not supported here: the lock is created empty, then written (git's way).
+_NO_LINK = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EXDEV,
+                      errno.EMLINK, errno.EACCES})  # fmt: skip
+
+
+def _create_holding(lock: bytes, mine: bytes) -> tuple[int, int]:
+    """A new ``lock`` (FileExistsError if there is one), record-locked, that holds
+    ``mine`` from the moment it exists: written into a file of a random name first and
+    linked to ``lock`` (link(2) fails if the name exists, like ``O_EXCL``), so a kill at
+    any moment leaves either no lock or one whose record a re-run recognises.  Where
+    link(2) is not supported, created empty (``O_EXCL``) and then written.  Returns
+    the descriptor and the bytes the lock holds (0: empty)."""
+    tmp = lock + b"." + os.urandom(8).hex().encode() + b".pcheckout"
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+                 | getattr(os, "O_NOFOLLOW", 0), 0o666)  # fmt: skip
+    try:
+        try:
+            _try_record_lock(fd, wait=False)  # nobody else knows the name yet
+            off = 0
+            while off < len(mine):
+                off += os.pwrite(fd, mine[off:], off)
+            try:
+                os.link(tmp, lock)
+            except FileNotFoundError:
+                # The holder removed our first name as a dead run's (it was not yet
+                # record-locked): the lock is held.
+                raise FileExistsError(errno.EEXIST, "File exists") from None
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    except OSError as exc:
+        os.close(fd)
+        if exc.errno not in _NO_LINK:
+            raise
+        return _create_empty(lock), 0
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, len(mine)
+
+
+def _remove_first_names(lock: bytes, held: int) -> None:
+    """Remove what killed runs left of their locks' first names (a kill between the
+    link and the unlink in :func:`_create_holding`): another name of the lock taken
+    over (``held``, its descriptor), or one no live process holds a record lock on.
+    Only after a takeover, i.e. after a kill: it lists the git dir."""
+    ours = os.fstat(held).st_ino
+    d, _, base = lock.rpartition(b"/")
+    try:
+        names = os.listdir(d or b".")
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(base + b".") and name.endswith(b".pcheckout")):
+            continue
+        path = (d + b"/" if d else b"") + name
+        try:
+            fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0) | _O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            if os.fstat(fd).st_ino == ours or _try_record_lock(fd, wait=False):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        finally:
+            os.close(fd)
+
+
+def _create_empty(lock: bytes) -> int:
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), 0o666)
+    try:
+        # A contender may hold the record lock for the moment it takes to read
+        # our empty file and give up; wait for that.
+        _try_record_lock(fd, wait=True)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)
+        raise
+    return fd
 
 
 def _take_over(lock: bytes) -> int:
