@@ -124,8 +124,11 @@ class Journal:
     """Appends records for one run; shared by the worker threads of a process
     (a forked writer uses its inherited copy, with its share's ``base``)."""
 
-    def __init__(self, path: bytes, fd: int) -> None:
+    def __init__(self, path: bytes, fd: int, *, continued: bool = False) -> None:
         self.path = path
+        #: appending to an interrupted run's journal of the same tree: its records stand
+        #: (an entry a resume keeps needs no record of its own)
+        self.continued = continued
         self._fd: int | None = fd
         self._buf: list[bytes] = []
         self._buf_lock = threading.Lock()
@@ -157,7 +160,7 @@ class Journal:
                 except BaseException:
                     os.close(fd)
                     raise
-                return cls(p, fd)
+                return cls(p, fd, continued=True)
             fd = os.open(p, _O_APPEND | os.O_CREAT | os.O_TRUNC, 0o666)
             try:
                 _write_all(fd, header(commit, tree, conversion))

@@ -281,7 +281,10 @@ def _keep_completed(
         assert st is not None
         pre_stats[i] = pack_stat(st)
         skip[i] = True
-        if req.journal is not None:
+    if req.journal is not None and not req.journal.continued:
+        # (a continued journal holds these records already: appending them again cost
+        # ~0.1 s of WRITEs for 4,800 kept entries on the 1 ms mount)
+        for i in proven:
             req.journal.done(i, pre_stats[i])
     return len(proven)
 
