@@ -215,6 +215,29 @@ def test_sigkill_on_the_latency_filesystem_then_rerun_equals_git(
     _kill_and_rerun(src, theirs, ours, n, [])
 
 
+@pytest.mark.fuse
+def test_kept_files_changed_after_the_kill_are_written_again_on_the_latency_filesystem(
+    src: Path, theirs: Path, lfs_mount: Path
+) -> None:
+    # There the re-run proves the recorded entries while it writes the others: what
+    # changed since the kill must still be found and written, in a second round.
+    ours = lfs_mount / "kill-changed"
+    git(src.parent, "clone", "-q", "--shared", "--no-checkout", str(src), str(ours))
+    proc = start_cli(["checkout", "-C", str(ours), "-q"])
+    assert kill_after(proc, ours, 2000)
+    on_disk = sorted(p for p in (ours / "d01").iterdir() if p.is_file())
+    assert len(on_disk) >= 4
+    same_size, chmod, gone, short = on_disk[:4]
+    same_size.write_bytes(b"X" * len(same_size.read_bytes()))
+    chmod.chmod(0o755)
+    gone.unlink()
+    os.truncate(short, 1)
+    (ours / "bin").mkdir(exist_ok=True)
+    again = run_cli("checkout", "-C", str(ours), "-q")
+    assert again.returncode == 0, again.stderr
+    assert_same_as_git(ours, theirs)
+
+
 # -- forked writers die with their parent ----------------------------------------------------
 ORPHAN = r"""
 import os, sys, time

@@ -43,7 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pcheckout.errors import WriteError
-from pcheckout.fs.files import STAT_SIZE, unpack_stat
+from pcheckout.fs.files import STAT_SIZE, pack_stat
 from pcheckout.git.tree import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK
 
 MAGIC = b"pcheckout-in-progress 2\n"
@@ -55,6 +55,8 @@ _BODY = struct.Struct(f"<I{STAT_SIZE}s")
 #: that is ~12 writes a second, and the flush on each progress tick (0.1 s)
 #: bounds what a kill can leave unrecorded to about one tick of files.
 FLUSH_RECORDS = 128
+#: Where the device number lies in packed stat data (fs/files.py: ctime, mtime, dev, ...).
+_DEV, _DEV_END = 16, 24
 _O_APPEND = os.O_WRONLY | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -263,18 +265,16 @@ def proven(
     (in ``stats``, None: absent) is exactly what the interrupted run recorded
     for them; ``modes`` and ``sizes`` are the tree's, per entry."""
     kept = []
+    done = previous.done
     for i, st in zip(todo, stats, strict=True):
         if st is None:
             continue
-        was = unpack_stat(previous.done[i if positions is None else positions[i]])
-        if (st.st_ctime_ns, st.st_mtime_ns, st.st_ino, st.st_uid, st.st_gid, st.st_size) != (
-            was.ctime_ns,
-            was.mtime_ns,
-            was.ino,
-            was.uid,
-            was.gid,
-            was.size,
-        ) or not kind_matches(modes[i], st.st_mode):
+        was = done[i if positions is None else positions[i]]
+        now = pack_stat(st)
+        # the packed fields but the device number (_DEV: it may change on a remount)
+        if now[:_DEV] != was[:_DEV] or now[_DEV_END:] != was[_DEV_END:]:
+            continue
+        if not kind_matches(modes[i], st.st_mode):
             continue
         blob = modes[i] not in (MODE_SYMLINK, MODE_GITLINK)
         if blob and sizes[i] >= 0 and st.st_size != sizes[i]:

@@ -22,7 +22,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pcheckout.context import Context, Reporter
+from pcheckout.context import Context
 from pcheckout.git.promisor import (
     Fetched,
     Staging,
@@ -39,7 +39,7 @@ from pcheckout.write.prefetch import (
     plan_fetch,
     write_while_fetching,
 )
-from pcheckout.write.worktree import WriteRequest, write_tree
+from pcheckout.write.worktree import RoundReporter, WriteRequest, merge_outcomes, write_tree
 
 __all__ = ["Selection", "select", "write_selected"]
 
@@ -97,43 +97,6 @@ def select(
     return sel
 
 
-class _RoundReporter:
-    """One progress display over all write rounds: totals given once, counts carried
-    from round to round, finished once at the end."""
-
-    def __init__(self, ui: Reporter, files: int, nbytes: int, workers: int) -> None:
-        self.ui = ui
-        self.total = (files, nbytes, workers)
-        self.started = False
-        self.base_files = 0
-        self.base_bytes = 0
-        self.last = (0, 0)
-
-    def debug(self, message: str) -> None:
-        self.ui.debug(message)
-
-    def start(self, files: int, nbytes: int, workers: int) -> None:
-        if not self.started:
-            self.started = True
-            self.ui.start(*self.total)
-
-    def update(self, files: int, nbytes: int) -> None:
-        self.last = (files, nbytes)
-        self.ui.update(self.base_files + files, self.base_bytes + nbytes)
-
-    def finish(self) -> None:  # a round ended: its counts become the base of the next
-        self.base_files += self.last[0]
-        self.base_bytes += self.last[1]
-        self.last = (0, 0)
-
-    def fetch(self, objects: int, total: int, nbytes: int) -> None:
-        self.ui.fetch(objects, total, nbytes)
-
-    def done(self) -> None:
-        if self.started:
-            self.ui.finish()
-
-
 def write_selected(
     ctx: Context, req: WriteRequest, sel: Selection, *, latency_bound: bool
 ) -> tuple[Outcome, Fetched]:
@@ -158,7 +121,7 @@ def write_selected(
                       fetchers=fetchers)  # fmt: skip
     files = len(sel.wanted)
     nbytes = sum(max(entries[i].size, 0) for i in sel.wanted)
-    ui = _RoundReporter(ctx.ui, files, nbytes, req.plan.workers)
+    ui = RoundReporter(ctx.ui, files, nbytes, req.plan.workers)
     env = no_lazy_fetch_env(ctx.git, base_env) if sel.missing else None
     if staging is not None:
         env = staging.reader_env(env if env is not None else base_env)
@@ -220,7 +183,7 @@ def write_selected(
         ui.done()
         if staging is not None:
             staging.close()
-    return _merge(stats, outcomes), fetched
+    return merge_outcomes(stats, outcomes), fetched
 
 
 @dataclass
@@ -228,21 +191,3 @@ class _Stats:
     stats: list[bytes | None]
     files: int
     bytes: int
-
-
-def _merge(stats: list[bytes | None], outcomes: Sequence[Outcome]) -> Outcome:
-    """One outcome for all rounds (counts summed, the last adapt summary)."""
-    return Outcome(
-        stats=stats,
-        files=sum(o.files for o in outcomes),
-        bytes=sum(o.bytes for o in outcomes),
-        seconds=sum(o.seconds for o in outcomes),
-        restarts=sum(o.restarts for o in outcomes),
-        workers_used=max((o.workers_used for o in outcomes), default=0),
-        limit_history=[h for o in outcomes for h in o.limit_history],
-        processes=any(o.processes for o in outcomes),
-        kept=sum(o.kept for o in outcomes),
-        adapt_summary=next(
-            (o.adapt_summary for o in reversed(outcomes) if o.adapt_summary), None
-        ),  # fmt: skip
-    )
