@@ -113,13 +113,13 @@ def test_mount_key_ignores_addresses_but_not_versions() -> None:
     a = detect("/mnt/nfs/test", mountinfo=FIXTURES / "nfs40.txt")
     moved = FsInfo(
         **{
-            **a.__dict__,
+            **a._asdict(),
             "mount_id": 999,
             "options": {**a.options, "clientaddr": "10.9.9.9", "addr": "10.1.1.1"},
         }
     )
     assert moved.mount_key == a.mount_key
-    upgraded = FsInfo(**{**a.__dict__, "options": {**a.options, "vers": "4.2"}})
+    upgraded = FsInfo(**{**a._asdict(), "options": {**a.options, "vers": "4.2"}})
     assert upgraded.mount_key != a.mount_key
     assert "192.168.1.1:/srv/test" in a.mount_key and "vers=4.0" in a.mount_key
 

@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from pcheckout.context import Context, NullReporter, Reporter, both, concurrently
 from pcheckout.errors import (
@@ -68,8 +67,7 @@ __all__ = ["IN_PROGRESS", "CheckoutOptions", "ExportOptions", "Result", "checkou
 IN_PROGRESS = "pcheckout-in-progress"
 
 
-@dataclass(frozen=True)
-class _State:
+class _State(NamedTuple):
     """What the destination holds before anything is written."""
 
     occupied: list[bytes]  # names in the work tree besides .git
@@ -258,7 +256,7 @@ def _write_by_git(
     jr.close()  # git records nothing in it: a resume by git's writer overwrites
     with scratch_index(lock, copy=True) as scratch:
         git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
-        done = write_by_git(dataclasses.replace(ctx, git=git), target.tree, plan)
+        done = write_by_git(ctx._replace(git=git), target.tree, plan)
         lock.commit_from(scratch.path)
     result.head = update_head(ctx.git, ctx.repo, ctx.config, opts.rev, target)
     journal.remove(ctx.repo.git_dir / IN_PROGRESS)

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar, cast
 
 from pcheckout.git.runner import Git, Repo
 
@@ -57,8 +56,7 @@ class NullReporter:
         pass
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(NamedTuple):
     """One run's shared state: read once, passed to every stage."""
 
     git: Git

@@ -11,12 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pcheckout.fs.detect import FsInfo
-from pcheckout.git.attributes import ConversionPlan
-from pcheckout.plan.policy import WorkerPlan
-
-if TYPE_CHECKING:  # catfile (and its imports) only where a writer runs
+if TYPE_CHECKING:  # types only: nothing here runs them (see cli/main.py's imports' note)
+    from pcheckout.fs.detect import FsInfo
+    from pcheckout.git.attributes import ConversionPlan
     from pcheckout.git.catfile import Spawn
+    from pcheckout.plan.policy import WorkerPlan
 
 Mode = Literal["checkout", "resume", "switch", "export"]
 

@@ -409,7 +409,7 @@ def switch(
         assert lock is not None
         with scratch_index(lock, copy=True) as scratch:
             by_git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
-            write_by_git(dataclasses.replace(ctx, git=by_git), target.tree, wplan)
+            write_by_git(ctx._replace(git=by_git), target.tree, wplan)
             lock.commit_from(scratch.path)
         result.head = update_head(git, repo, config, opts.rev, target)
         result.seconds = time.monotonic() - t0

@@ -8,7 +8,6 @@ typed options and never prints.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
@@ -19,9 +18,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, NoReturn
 
 from pcheckout import __version__
-from pcheckout.cli import render
 from pcheckout.errors import Interrupted, PcheckoutError, UsageError
-from pcheckout.plan import policy
 
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
@@ -43,6 +40,8 @@ class _ArgParser(argparse.ArgumentParser):
 
 def _workers(value: str) -> int | None:
     """``--workers N|auto``, parsed once: None for auto (a bad value is a usage error)."""
+    from pcheckout.plan import policy
+
     return policy.parse_workers(value)
 
 
@@ -255,6 +254,8 @@ class ConsoleReporter:
 
     def fetch(self, objects: int, total: int, nbytes: int) -> None:
         """A partial clone's blobs arriving (objects of total, bytes of packs)."""
+        from pcheckout.cli import render
+
         if self.quiet or not sys.stderr.isatty() or total == 0:
             return
         bars = self._bars()
@@ -265,6 +266,8 @@ class ConsoleReporter:
         bars.update(self._fetch_task, completed=objects, nbytes=render.human_bytes(nbytes))
 
     def update(self, files: int, nbytes: int) -> None:
+        from pcheckout.cli import render
+
         if self.progress is None or self._task is None:
             return
         now = time.monotonic()
@@ -325,11 +328,17 @@ def _cmd_export(args: argparse.Namespace, ui: ConsoleReporter) -> int:
 
 def _writer(value: str) -> str | None:
     """``--writer``: checked before any work starts (a bad value is a usage error)."""
+    from pcheckout.plan import policy
+
     chosen = policy.explicit_writer(value, {}, {})
     return None if chosen is None else chosen.writer
 
 
 def _report(args: argparse.Namespace, result: Result) -> int:
+    import json
+
+    from pcheckout.cli import render
+
     for warning in result.warnings:  # git's own wording (sparse-checkout patterns)
         print(f"warning: {warning}", file=sys.stderr)
     if args.json:
@@ -344,8 +353,11 @@ def _report(args: argparse.Namespace, result: Result) -> int:
 
 
 def _cmd_detect(args: argparse.Namespace, ui: ConsoleReporter) -> int:
+    import json
+
     from rich.console import Console  # see ConsoleReporter.start
 
+    from pcheckout.cli import render
     from pcheckout.fs import detect as fsdetect  # see the imports' note
 
     if args.mountinfo and not os.path.isfile(args.mountinfo):
@@ -359,8 +371,11 @@ def _cmd_detect(args: argparse.Namespace, ui: ConsoleReporter) -> int:
 
 
 def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
+    import json
+
     from rich.console import Console  # see ConsoleReporter.start
 
+    from pcheckout.cli import render
     from pcheckout.fs import detect as fsdetect  # see the imports' note
     from pcheckout.plan import tune, tunecache  # the workload: only this command runs it
 
@@ -410,9 +425,11 @@ def _tune_git_config(args: argparse.Namespace, fs: FsInfo) -> int:
     """``tune PATH --git-config``: plain git under this mount gets the count pcheckout would
     give git's writer there (a stored tune result, measured now if there is none, or the
     policy with --no-measure)."""
+    import json
+
     from pcheckout.git import includeif
     from pcheckout.git.runner import Git
-    from pcheckout.plan import tune, tunecache  # the workload: only this command runs it
+    from pcheckout.plan import policy, tune, tunecache  # the workload: only this command runs it
 
     git = Git(Path(args.path))
     mount = fs.mount_point or os.path.abspath(args.path)
@@ -510,7 +527,10 @@ checkout -C DIR' finishes it), 2 usage, 130/143 interrupted.
 
 
 def _cmd_clone(words: Sequence[str], quiet: bool, debug: bool) -> int:
+    import json
+
     from pcheckout import clone
+    from pcheckout.cli import render
 
     args = clone.parse_args(words)
     if args.help:

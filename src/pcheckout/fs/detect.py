@@ -27,11 +27,10 @@ evidence: ``docs/filesystems.md``.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pcheckout.errors import DetectError
 from pcheckout.fs import mountinfo as mi
@@ -75,15 +74,14 @@ _MAX_OVERLAY_DEPTH = 4
 Prober = Callable[[str], PathProbe]
 
 
-@dataclass(frozen=True)
-class FsInfo:
+class FsInfo(NamedTuple):
     path: str  # absolute path asked about
     probed_path: str  # nearest existing ancestor actually examined
     mount_point: str
     mount_id: int | None
     fstype: str  # e.g. "nfs4", "fuse.sshfs", "ext4"
     source: str
-    options: dict[str, str | None] = field(hash=False)  # per-mount and super options merged
+    options: dict[str, str | None]  # per-mount and super options merged
     kind: Kind
     upper_kind: Kind | None  # overlay: the kind of the upper layer's filesystem
     nfs_version: str | None  # "3", "4.0", "4.1", "4.2"
@@ -99,6 +97,8 @@ class FsInfo:
         fstype, source and the options that shape write throughput; never the mount id (reused
         after umount) nor addresses/ports/uuids that change between otherwise identical mounts.
         """
+        import json  # only here: the rest of a checkout never needs it
+
         opts = sorted((k, v) for k, v in self.options.items() if k in KEY_OPTIONS)
         return json.dumps(
             [self.fstype, self.source, [f"{k}={v}" if v is not None else k for k, v in opts]],
@@ -156,8 +156,7 @@ def detect(
 # --- the pipeline ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Source:
+class _Source(NamedTuple):
     """Where the facts come from: a mount table, and the live probes when the table is local."""
 
     table: mi.MountTable
@@ -166,8 +165,7 @@ class _Source:
     probe: Prober
 
 
-@dataclass(frozen=True)
-class _Located:
+class _Located(NamedTuple):
     """The mount table line that holds the path, and how it was found."""
 
     probed_path: str
@@ -176,8 +174,7 @@ class _Located:
     notes: list[str]
 
 
-@dataclass(frozen=True)
-class _MagicOnly:
+class _MagicOnly(NamedTuple):
     """No table line holds the path; statfs answered."""
 
     probed_path: str

@@ -8,8 +8,7 @@ worker counts they lead to are tabled in ``docs/filesystems.md``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Kind = Literal[
     "nfs", "smb", "network", "fuse", "tmpfs", "ssd", "hdd", "virtual", "overlay", "unknown"
@@ -114,8 +113,7 @@ _NFS_NOTE_OPTIONS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Device:
+class Device(NamedTuple):
     """A leaf block device behind a filesystem."""
 
     name: str  # "vda", "sda", "nvme0n1", "loop0", ...
@@ -230,8 +228,7 @@ def rotational_flag(value: bool | None) -> str:
     return "?" if value is None else str(int(value))
 
 
-@dataclass(frozen=True)
-class Classified:
+class Classified(NamedTuple):
     """A block-backed filesystem's kind, the disks it was judged by, and why."""
 
     kind: Kind

@@ -22,7 +22,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from pcheckout.errors import MountinfoError
 
@@ -50,8 +51,7 @@ def parse_options(text: str) -> dict[str, str | None]:
     return options
 
 
-@dataclass(frozen=True)
-class MountEntry:
+class MountEntry(NamedTuple):
     """One line of a mountinfo table, unescaped."""
 
     mount_id: int
@@ -60,11 +60,11 @@ class MountEntry:
     minor: int
     root: str
     mount_point: str
-    mount_options: dict[str, str | None] = field(hash=False)
+    mount_options: dict[str, str | None]
     optional_fields: tuple[str, ...]
     fstype: str
     source: str
-    super_options: dict[str, str | None] = field(hash=False)
+    super_options: dict[str, str | None]
     line_no: int = 0  # 1-based position in the table (later lines were mounted later)
 
     @property

@@ -13,8 +13,7 @@ import stat
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
 from pcheckout.fs.kinds import Device, is_virtual_disk
 
@@ -161,8 +160,7 @@ def nearest_existing(path: str) -> str:
             probe = parent
 
 
-@dataclass(frozen=True)
-class PathProbe:
+class PathProbe(NamedTuple):
     """What the system says about a path: where it was examined, its mount id, its f_type."""
 
     probed_path: str  # the path itself or its nearest existing ancestor

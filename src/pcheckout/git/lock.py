@@ -42,11 +42,10 @@ import errno
 import fcntl
 import os
 import shutil
-import socket
 import struct
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from types import TracebackType
+from typing import NamedTuple
 
 from pcheckout.errors import IndexLockError, WriteError, unable_to_lock_message
 from pcheckout.fdio import write_all
@@ -71,7 +70,7 @@ def _read_id(paths: tuple[str, ...]) -> str:
 def machine() -> str:
     """This machine's name in a lock record: hostname and machine-id (cloned
     virtual machines may share one of them, rarely both)."""
-    return f"{socket.gethostname()}/{_read_id(_MACHINE_ID_FILES)}".replace(" ", "_")
+    return f"{os.uname().nodename}/{_read_id(_MACHINE_ID_FILES)}".replace(" ", "_")
 
 
 def record() -> bytes:
@@ -241,8 +240,7 @@ class IndexLock:
         self.rollback()
 
 
-@dataclass(frozen=True)
-class Scratch:
+class Scratch(NamedTuple):
     """An index file for git commands run while the lock is held."""
 
     path: bytes

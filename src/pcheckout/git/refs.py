@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from pcheckout.errors import GitError, UnknownRevisionError, decode
 from pcheckout.git.objects import batch_check, resolve
@@ -59,8 +59,7 @@ def is_local_branch(git: Git, name: str) -> bool:
     return proc.returncode == 0
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """Where ``git checkout REV`` goes."""
 
     commit: str

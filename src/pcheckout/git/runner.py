@@ -14,6 +14,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from pcheckout.errors import GitError, NotARepositoryError, decode
 
@@ -135,8 +136,7 @@ class Git:
         return self.version[:2] >= version
 
 
-@dataclass(frozen=True)
-class Repo:
+class Repo(NamedTuple):
     """Where things are, as git itself reports them."""
 
     git_dir: Path

@@ -131,7 +131,7 @@ def write_selected(
         if staging is not None
         else ctx.git
     )
-    round_ctx = dataclasses.replace(ctx, git=writer_git, ui=ui)
+    round_ctx = ctx._replace(git=writer_git, ui=ui)
     outcomes: list[Outcome] = []
 
     def write_round(skip: list[bool], first: bool) -> RoundOutcome:
