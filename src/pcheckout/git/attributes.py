@@ -26,9 +26,10 @@ import os
 import re
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
+from typing import NamedTuple
 
 from pcheckout.errors import GitError
 from pcheckout.git.config import config_bool, parse_bool
@@ -122,8 +123,7 @@ def core_eol(config: Mapping[str, str]) -> str:
     return value if value in ("lf", "crlf", "native") else "unset"
 
 
-@dataclass(frozen=True)
-class Driver:
+class Driver(NamedTuple):
     """``filter.<name>.*`` (convert.c: read_convert_config)."""
 
     name: str
@@ -149,24 +149,23 @@ def drivers(config: Mapping[str, str]) -> dict[str, Driver]:
             continue
         drv = found.get(name) or Driver(name)
         if var == "smudge":
-            drv = replace(drv, smudge=value)
+            drv = drv._replace(smudge=value)
         elif var == "clean":
-            drv = replace(drv, clean=value)
+            drv = drv._replace(clean=value)
         elif var == "process":
-            drv = replace(drv, process=value)
+            drv = drv._replace(process=value)
         elif var == "required":
-            drv = replace(drv, required=config_bool(value, False))
+            drv = drv._replace(required=config_bool(value, False))
         found[name] = drv
     return found
 
 
-@dataclass(frozen=True)
-class Settings:
+class Settings(NamedTuple):
     """The config convert.c consults besides attributes."""
 
     autocrlf: str = "false"  # "false" | "true" | "input"
     eol: str = "unset"  # core.eol
-    drivers: Mapping[str, Driver] = field(default_factory=dict)
+    drivers: Mapping[str, Driver] = {}  # noqa: RUF012 (a read-only Mapping, never mutated)
 
     @classmethod
     def from_config(cls, config: Mapping[str, str]) -> Settings:
@@ -248,8 +247,7 @@ def _output_crlf(action: Crlf, settings: Settings) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class Conversion:
+class Conversion(NamedTuple):
     """What checkout does to one path's bytes (shared by paths with equal attributes)."""
 
     action: Crlf

@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from pcheckout.errors import UsageError
 
@@ -119,8 +118,7 @@ _WRITER_CONFIG_KEY = "pcheckout.writer"
 _WRITER_ENV_KEY = "PCHECKOUT_WRITER"
 
 
-@dataclass(frozen=True)
-class CpuInfo:
+class CpuInfo(NamedTuple):
     logical: int
     physical: int | None
 
@@ -165,28 +163,24 @@ def linux_cores(cpus: set[int], sysfs: str = "/sys/devices/system/cpu") -> int |
     return len(cores) or None
 
 
-@dataclass(frozen=True)
-class Explicit:
+class Explicit(NamedTuple):
     workers: int
     where: str  # "--workers", "PCHECKOUT_WORKERS", "git config pcheckout.workers", ...
 
 
-@dataclass(frozen=True)
-class ExplicitWriter:
+class ExplicitWriter(NamedTuple):
     writer: Writer
     where: str  # "--writer", "PCHECKOUT_WRITER", "git config pcheckout.writer"
 
 
-@dataclass(frozen=True)
-class Tuned:
+class Tuned(NamedTuple):
     workers: int
     measured_on: str  # ISO date
     mount_key: str
     writer: Writer | None = None  # a writer the measurement chose, if it compared them
 
 
-@dataclass(frozen=True)
-class WorkerPlan:
+class WorkerPlan(NamedTuple):
     workers: int
     reason: str  # one line
     source: Source
@@ -411,8 +405,7 @@ def choose_workers(
                 f"; git's writer: {workers} checkout.workers ({GIT_WORKERS_PER_CORE} per "
                 "core: its main process walks and makes directories beside them)"
             )
-        return replace(
-            plan,
+        return plan._replace(
             workers=workers,
             reason=reason,
             adapt=False,
@@ -421,11 +414,11 @@ def choose_workers(
             writer_reason=why,
             writer_source=source,
         )
-    plan = replace(plan, writer="pcheckout", writer_reason=why, writer_source=source)
+    plan = plan._replace(writer="pcheckout", writer_reason=why, writer_source=source)
     if processes is None:
         processes = _kind(fs) in CPU_BOUND_KINDS and plan.workers <= cpus.logical
     if processes and plan.workers >= 2:
-        return replace(plan, processes=True, adapt=False)
+        return plan._replace(processes=True, adapt=False)
     return plan
 
 
