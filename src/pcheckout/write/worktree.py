@@ -304,7 +304,7 @@ def _resume_overlapped(ctx: Context, req: WriteRequest) -> Outcome:
     prover.start()
     ui = RoundReporter(ctx.ui, len(first), sum(max(entries[i].size, 0) for i in first),
                        req.plan.workers)  # fmt: skip
-    round_ctx = dataclasses.replace(ctx, ui=ui)
+    round_ctx = ctx._replace(ui=ui)
     stats: list[bytes | None] = [None] * n
     outcomes: list[Outcome] = []
     try:
