@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -455,7 +456,6 @@ def test_a_killed_runs_staging_directory_is_removed_by_the_next_run(
     """SIGKILL leaves the staging directory in $TMPDIR; the next staged fetch removes it,
     never one a live run holds (nor a fresh one without its lock yet)."""
     import signal
-    import subprocess
     import sys
     import tempfile
 
@@ -524,3 +524,25 @@ def test_a_linked_worktree_reads_its_own_patterns_as_git_does(tmp_path: Path) ->
     assert git(ours, "ls-files", "-s", "-z") == git(theirs, "ls-files", "-s", "-z")
     assert skip_flags(ours) == skip_flags(theirs) and git(ours, "status", "--porcelain") == b""
     assert not (tmp_path / "ours-wt" / "src").exists() and (tmp_path / "ours-wt" / "docs").exists()
+
+
+def test_export_dry_run_in_a_blobless_clone_fetches_nothing(tmp_path: Path) -> None:
+    """export --dry-run fetches no .gitattributes either: the paths below a missing one are
+    not looked up (their conversion unknown), the blobs count as to be fetched."""
+    from pcheckout.export import ExportOptions, export
+
+    src = make_repo(tmp_path, dict(ATTR_FILES))
+    work = blobless_clone(serve(src), tmp_path / "work")
+    packs = len(promisor_packs(work))
+    dry = export(ExportOptions(repository=work, rev="HEAD", destination=tmp_path / "out",
+                               dry_run=True))  # fmt: skip
+    assert len(promisor_packs(work)) == packs and local_blob_count(work) == 0
+    assert dry.conversion_unknown == len(ATTR_FILES) - 1 and dry.converted == 0
+    result = export(ExportOptions(repository=work, rev="HEAD", destination=tmp_path / "out"))
+    assert result.fetch_blobs == dry.fetch_blobs == len({c for c in ATTR_FILES.values()})
+    assert result.conversion_unknown == 0 and result.converted > 0
+    out = tmp_path / "theirs"
+    out.mkdir()
+    archived = git(src, "archive", "HEAD")
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archived, check=True)
+    assert snapshot(tmp_path / "out") == snapshot(out)

@@ -30,7 +30,7 @@ from pcheckout.git.catfile import CatFile, Spawn
 from pcheckout.git.config import read_config
 from pcheckout.git.objects import batch_check, resolve
 from pcheckout.git.pathsafety import check_entries
-from pcheckout.git.promisor import promisor_remotes
+from pcheckout.git.promisor import missing_objects, promisor_remotes
 from pcheckout.git.runner import GIT_ATTR_SOURCE, Git, Repo, discover
 from pcheckout.git.tree import Entry, list_tree
 from pcheckout.options import ExportOptions, Result
@@ -57,15 +57,26 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
     sources = attributes.conversion_sources(all_entries, config, repo.common_dir, opts.environ)
     if opts.worktree_attributes and repo.work_tree is not None:
         sources.append("--worktree-attributes")
+    absent: dict[bytes, str] = {}  # a dry run: directory -> its missing .gitattributes blob
+    attrs_fetched: list[str] = []  # .gitattributes blobs fetched before the lookups
     if sources and not opts.worktree_attributes:
-        attributes.fetch_attributes(git, all_entries, remotes)
+        if opts.dry_run:  # fetches nothing: what is below a missing one is not looked up
+            files = attributes.attribute_files(all_entries)
+            gone = set(missing_objects(git, [all_entries[i].oid for i in files])) if remotes else ()
+            absent = {
+                os.path.dirname(all_entries[i].path): all_entries[i].oid
+                for i in files
+                if all_entries[i].oid in gone
+            }
+        else:
+            attrs_fetched = attributes.fetch_attributes(git, all_entries, remotes)
     attrs = (
         attributes.TreeAttributes(git, repo, tree, all_entries, worktree=opts.worktree_attributes)
         if sources
         else None
     )
     try:
-        arch = _select(attrs, all_entries, sources, config, commit is not None)
+        arch = _select(attrs, all_entries, sources, config, commit is not None, set(absent))
         entries = arch.entries
         nbytes = sum(max(e.size, 0) for e in entries)
         fs, plan = plan_for(
@@ -87,7 +98,7 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
             plan,
             fs,
             dry_run=opts.dry_run,
-            fetch_blobs=len(fetching.missing),
+            fetch_blobs=len(fetching.missing | set(absent.values())) + len(attrs_fetched),
         )
         result.add_conversion(arch.conversion)
         result.export_ignored = len(all_entries) - len(entries)
@@ -165,16 +176,33 @@ def _select(
     sources: list[str],
     config: dict[str, str],
     has_commit: bool,
+    unknown_dirs: set[bytes] | None = None,
 ) -> _Selection:
     """export-ignore drops entries and subtrees; conversion and export-subst per entry
-    (archive.c: write_archive_entry, queue_or_write_archive_entry).  One check-attr."""
+    (archive.c: write_archive_entry, queue_or_write_archive_entry).  One check-attr.
+    ``unknown_dirs``: directories whose .gitattributes is missing (a dry run in a partial
+    clone): paths below them are not looked up (kept, conversion unknown)."""
     if attrs is None:
         return _Selection(
             entries, attributes.ConversionPlan(sources, [None] * len(entries)), [], []
         )
     dirs = archive.directories(entries)
     names = attributes.CONVERT_ATTRS + attributes.ARCHIVE_ATTRS
-    rows = attrs.lookup([e.path for e in entries] + [d + b"/" for d in dirs], names)
+    paths = [e.path for e in entries] + [d + b"/" for d in dirs]
+    if unknown_dirs:
+        blank: tuple[attributes.AttrValue, ...] = (None,) * len(names)
+        known = [k for k, p in enumerate(paths) if not _below(p, unknown_dirs)]
+        found = attrs.lookup([paths[k] for k in known], names)
+        rows = [blank] * len(paths)
+        for k, row in zip(known, found, strict=True):
+            rows[k] = row
+        unknown = sum(
+            1 for k in range(len(entries))
+            if attributes.convertible(entries[k]) and _below(paths[k], unknown_dirs)
+        )  # fmt: skip
+    else:
+        rows = attrs.lookup(paths, names)
+        unknown = 0
     n_conv = len(attributes.CONVERT_ATTRS)
     dropped = archive.ignored_dirs(dirs, [r[n_conv] is True for r in rows[len(entries) :]])
     keep = archive.kept(entries, [r[n_conv] is True for r in rows[: len(entries)]], dropped)
@@ -184,12 +212,25 @@ def _select(
     }
     settings = attributes.Settings.from_config(config)
     plan = attributes.build_plan(sources, len(out), conv_rows, settings)
+    plan.unknown = unknown
     subst = [
         k
         for k, i in enumerate(keep)
         if has_commit and archive.substitutable(entries[i]) and rows[i][n_conv + 1] is True
     ]
     return _Selection(out, plan, subst, archive.empty_dirs(entries, keep, dropped))
+
+
+def _below(path: bytes, dirs: set[bytes]) -> bool:
+    """Whether looking up ``path`` ("d/" for a directory) reads a .gitattributes of one
+    of ``dirs`` (its own directory's or an ancestor's; b"" is the top)."""
+    d = os.path.dirname(path.rstrip(b"/")) if not path.endswith(b"/") else path.rstrip(b"/")
+    while True:
+        if d in dirs:
+            return True
+        if not d:
+            return False
+        d = os.path.dirname(d)
 
 
 def _filters_git(
