@@ -43,6 +43,7 @@ from pcheckout.errors import (
 from pcheckout.fs.listing import occupants
 from pcheckout.git import attributes
 from pcheckout.git.config import config_bool, read_config
+from pcheckout.git.indexsize import written_bytes
 from pcheckout.git.lock import IndexLock, scratch_index
 from pcheckout.git.pathsafety import check_entries
 from pcheckout.git.promisor import local_objects, promisor_remotes
@@ -259,11 +260,12 @@ def _write_by_git(
     with scratch_index(lock, copy=True) as scratch:
         git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
         done = write_by_git(ctx._replace(git=git), target.tree, plan)
+        # git does not say what it wrote; its index holds every file's size (-1: unknown).
+        result.bytes = written_bytes(scratch.path, ctx.repo.object_format)
         lock.commit_from(scratch.path)
     result.head = update_head(ctx.git, ctx.repo, ctx.config, opts.rev, target)
     journal.remove(ctx.repo.git_dir / IN_PROGRESS)
     result.seconds = time.monotonic() - t0
-    result.bytes = -1  # not counted: git does not say, and reading its index costs
     result.written = done.updated if done.updated >= 0 else result.files
     return result
 
@@ -337,15 +339,24 @@ def _switch_by_git(
 ) -> Result:
     """The switch done by ``git checkout REV``: git refuses (its message, nothing changed) or
     moves the work tree, the index (a scratch copy, renamed over the index through ``lock``)
-    and HEAD.  ``written`` is git's own count of the entries it updated (writes and
-    deletions together: its progress total); ``deleted`` is not known (0)."""
+    and HEAD.  What it wrote and deleted comes from the two trees' ``diff-tree``, run beside
+    git's checkout, and the bytes from the sizes in the index git wrote."""
     report = Reporting(ctx.ui, plan.workers)
+    head_tree = target.head_tree
     t0 = time.monotonic()
     try:
         with scratch_index(lock, copy=True) as scratch:
             by_git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
-            done = gitwriter.switch(by_git, opts.rev, workers=plan.workers,
-                                    threshold=PARALLEL_THRESHOLD, progress=report)  # fmt: skip
+            done, changes = both(
+                lambda: gitwriter.switch(by_git, opts.rev, workers=plan.workers,
+                                         threshold=PARALLEL_THRESHOLD, progress=report),
+                lambda: None if head_tree is None else
+                gitwriter.tree_changes(ctx.git, head_tree, target.tree),
+            )  # fmt: skip
+            nbytes = -1
+            if changes is not None:
+                wrote = set(changes.written)
+                nbytes = written_bytes(scratch.path, ctx.repo.object_format, wrote)
             lock.commit_from(scratch.path)
     except KeyboardInterrupt:
         raise Interrupted(2, "git's checkout stopped; run the same command again") from None
@@ -353,8 +364,10 @@ def _switch_by_git(
         report.finish()
     seconds = time.monotonic() - t0
     updated = max(done.updated, 0)  # -1: git said nothing (nothing to update)
-    result = Result("switch", updated, -1, plan, fs, seconds=seconds, written=updated)
-    result.bytes = -1  # not counted: git does not say
+    written = updated if changes is None else len(changes.written)
+    deleted = 0 if changes is None else changes.deleted
+    result = Result("switch", written, nbytes, plan, fs, seconds=seconds, written=written,
+                    deleted=deleted)  # fmt: skip
     result.head = target.branch or (opts.rev if opts.rev == "HEAD" else f"detached at {opts.rev}")
     return result
 

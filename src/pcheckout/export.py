@@ -110,9 +110,10 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
             # git's writer knows nothing of export-ignore and export-subst: only where
             # neither changes anything.
             t0 = time.monotonic()
-            done = export_by_git(git, repo.git_dir, tree, dest, plan, ui, opts.environ)
+            done = export_by_git(git, repo.git_dir, tree, dest, plan, ui, opts.environ,
+                                 repo.object_format)  # fmt: skip
             result.seconds = time.monotonic() - t0
-            result.bytes = -1  # not counted: git does not say
+            result.bytes = done.bytes  # from the index git wrote; -1: unknown
             result.written = done.updated if done.updated >= 0 else len(entries)
             return result
         for d in arch.empty_dirs:

@@ -50,6 +50,7 @@ from pcheckout.fs.files import full_path
 from pcheckout.fs.parallel import MIN_PATHS_PER_THREAD, in_shares, lstat_many
 from pcheckout.git import attributes
 from pcheckout.git import index as ix
+from pcheckout.git.indexsize import written_bytes
 from pcheckout.git.lock import IndexLock, scratch_index
 from pcheckout.git.objects import blob_oid
 from pcheckout.git.promisor import fetch as fetch_blobs
@@ -410,10 +411,11 @@ def switch(
         with scratch_index(lock, copy=True) as scratch:
             by_git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
             write_by_git(ctx._replace(git=by_git), target.tree, wplan)
+            # git does not say what it wrote; its index holds the sizes (-1: unknown).
+            result.bytes = written_bytes(scratch.path, repo.object_format, set(write_paths))
             lock.commit_from(scratch.path)
         result.head = update_head(git, repo, config, opts.rev, target)
         result.seconds = time.monotonic() - t0
-        result.bytes = -1  # not counted: git does not say
         result.written = len(write_entries)
         return result
     if sel.missing:  # before anything changes: a failed fetch leaves the tree as it was

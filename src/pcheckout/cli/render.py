@@ -123,7 +123,8 @@ def summary(r: Result) -> str:
         return ""
     verb = {"switch": "switched", "resume": "resumed"}.get(r.mode, "wrote")
     files = r.written if r.mode in ("switch", "resume") else r.files
-    size = f" ({human_bytes(r.bytes)})" if r.bytes >= 0 else ""  # git's writer: not counted
+    # -1: not known (git's writer left an index this could not read); never shown as -1
+    size = f" ({human_bytes(r.bytes)})" if r.bytes >= 0 else " (bytes not counted)"
     by = " by git's checkout" if plan.writer == "git" else ""
     parts = [
         f"{verb} {files:,} files{size} in {r.seconds:.2f} s{by} "

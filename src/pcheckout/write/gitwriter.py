@@ -30,6 +30,7 @@ depend on the writer.  Progress: git prints ``Updating files:  45% (2281/5069)``
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -41,6 +42,7 @@ from pathlib import Path
 
 from pcheckout.context import Context, Reporter
 from pcheckout.errors import SHOW_PATHS, GitError, GitRefusedError, Interrupted, decode
+from pcheckout.git.indexsize import written_bytes
 from pcheckout.git.runner import Git
 from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
 
@@ -65,6 +67,7 @@ class GitWrite:
     seconds: float
     workers: int  # the checkout.workers it was given
     command: str  # "read-tree" or "checkout"
+    bytes: int = -1  # bytes written, where counted (from the index git wrote); -1: unknown
 
 
 class Reporting:
@@ -152,8 +155,10 @@ def export_tree(
     threshold: int,
     progress: Progress | None = None,
     environ: Mapping[str, str] | None = None,
+    hash_name: str | None = None,
 ) -> GitWrite:
-    """The tree alone into ``dest`` (no index left, sparse-checkout patterns off)."""
+    """The tree alone into ``dest`` (no index left, sparse-checkout patterns off); with
+    ``hash_name`` (the object format) the bytes written are counted from git's index."""
     with tempfile.TemporaryDirectory(prefix="pcheckout-export-") as scratch:
         env = {
             **(os.environ if environ is None else environ),
@@ -162,7 +167,7 @@ def export_tree(
             "GIT_INDEX_FILE": os.path.join(scratch, "index"),
         }
         runner = Git(dest, debug=git.debug, env=env, exe=git.exe, version=git.version)
-        return write_tree(
+        done = write_tree(
             runner,
             tree,
             workers=workers,
@@ -171,6 +176,11 @@ def export_tree(
             env=env,
             config=("-c", "core.sparseCheckout=false"),
         )
+        if hash_name is None:
+            return done
+        # git does not say what it wrote; the index it wrote holds the sizes (-1: unknown).
+        nbytes = written_bytes(env["GIT_INDEX_FILE"], hash_name)
+        return dataclasses.replace(done, bytes=nbytes)
 
 
 def _run(
@@ -273,6 +283,34 @@ def _strip(message: bytes) -> str:
     return text
 
 
+@dataclass(frozen=True)
+class TreeChanges:
+    """What a switch between two trees writes and removes (``git diff-tree``)."""
+
+    written: list[bytes]  # paths added, modified or changing type (gitlinks left out)
+    deleted: int  # paths removed (gitlinks left out)
+
+
+def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
+    """The paths ``git checkout`` updates and removes going from ``old_tree`` to
+    ``new_tree``: one ``diff-tree -r`` (unchanged subtrees are skipped by id, so it costs
+    what changed), run beside git's own checkout."""
+    out = git.out("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", old_tree, new_tree)
+    fields = out.split(b"\0")
+    written: list[bytes] = []
+    deleted = 0
+    for k in range(0, len(fields) - 1, 2):
+        meta, path = fields[k], fields[k + 1]
+        if not meta.startswith(b":"):
+            raise GitError(f"unexpected diff-tree output: {meta[:80]!r}")
+        old_mode, new_mode, _, _, status = meta[1:].split(b" ", 4)
+        if status == b"D":
+            deleted += old_mode != b"160000"
+        elif new_mode != b"160000":
+            written.append(path)
+    return TreeChanges(written, deleted)
+
+
 def write_by_git(ctx: Context, tree: str, plan: WorkerPlan) -> GitWrite:
     """A fresh checkout's (or an export's) write by git, with the plan's count and progress
     into ``ctx.ui``; an interrupt leaves what a re-run finishes."""
@@ -295,6 +333,7 @@ def export_by_git(
     plan: WorkerPlan,
     ui: Reporter,
     environ: Mapping[str, str],
+    hash_name: str | None = None,
 ) -> GitWrite:
     """An export's write by git (see :func:`export_tree`), progress into ``ui``."""
     report = Reporting(ui, plan.workers)
@@ -308,6 +347,7 @@ def export_by_git(
             threshold=PARALLEL_THRESHOLD,
             progress=report,
             environ=environ,
+            hash_name=hash_name,
         )
     except KeyboardInterrupt:
         raise Interrupted(2, f"{dest} is incomplete") from None

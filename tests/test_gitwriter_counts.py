@@ -1,0 +1,169 @@
+"""What git's writer reports: the bytes it wrote (from the index it left) and a switch's
+writes and deletions (from the two trees' diff), the same as pcheckout's engine reports."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from helpers import clone_no_checkout, clone_with_git, git, make_repo
+
+from pcheckout.checkout import CheckoutOptions, checkout
+from pcheckout.cli import render
+from pcheckout.export import ExportOptions, export
+from pcheckout.git.indexsize import worktree_bytes, written_bytes
+from pcheckout.git.runner import Git
+from pcheckout.write import gitwriter
+
+FILES: dict[bytes, bytes | tuple[str, bytes]] = {
+    **{b"d%d/f%03d.txt" % (i % 5, i): b"line %d\n" % i * (i % 7 + 1) for i in range(150)},
+    b"run.sh": ("x", b"#!/bin/sh\necho hi\n"),
+    b"link": ("l", b"d0/f000.txt"),
+    b"crlf/a.txt": b"one\ntwo\nthree\n",  # converted: written larger than stored
+    b".gitattributes": b"crlf/*.txt text eol=crlf\n",
+}
+
+
+def _on_disk(root: Path) -> int:
+    """Every file's size and every symlink's target length under ``root`` (not .git)."""
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != ".git"]
+        total += sum(os.lstat(os.path.join(dirpath, f)).st_size for f in filenames)
+    return total
+
+
+def _two_versions(tmp_path: Path) -> Path:
+    src = make_repo(tmp_path, FILES)
+    git(src, "tag", "v1")
+    for i in range(0, 150, 3):
+        (src / f"d{i % 5}" / f"f{i:03d}.txt").write_bytes(b"changed %d\n" % i)
+    for i in range(1, 150, 10):
+        (src / f"d{i % 5}" / f"f{i:03d}.txt").unlink()
+    (src / "new").mkdir()
+    (src / "new" / "file").write_bytes(b"added\n" * 30)
+    (src / "crlf" / "a.txt").write_bytes(b"four\nfive\n")
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "two")
+    git(src, "tag", "v2")
+    return src
+
+
+@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+def test_fresh_checkout_counts_the_bytes_on_disk(tmp_path: Path, writer: str) -> None:
+    src = make_repo(tmp_path, FILES)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    result = checkout(CheckoutOptions(directory=ours, writer=writer))
+    assert result.plan.writer == writer
+    assert result.bytes == _on_disk(ours) > 0  # converted sizes, symlink targets
+    assert result.written == result.files == len(FILES)
+    assert "bytes not counted" not in render.summary(result)
+
+
+def test_sparse_checkout_by_git_counts_what_it_wrote(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, FILES)
+    got = {}
+    for writer in ("pcheckout", "git"):
+        w = clone_no_checkout(src, tmp_path / writer)
+        git(w, "sparse-checkout", "set", "--cone", "d1", "crlf")
+        result = checkout(CheckoutOptions(directory=w, writer=writer))
+        assert result.bytes == _on_disk(w)
+        got[writer] = result.bytes
+    assert got["git"] == got["pcheckout"]
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_switch_by_git_reports_what_the_engine_reports(tmp_path: Path, force: bool) -> None:
+    src = _two_versions(tmp_path)
+    reports = {}
+    for writer in ("pcheckout", "git"):
+        w = clone_with_git(src, tmp_path / writer, rev="v1")
+        result = checkout(CheckoutOptions(directory=w, rev="v2", writer=writer, force=force))
+        assert result.mode == "switch" and result.plan.writer == writer
+        reports[writer] = (result.files, result.written, result.deleted, result.bytes)
+    engine = reports["pcheckout"]
+    assert engine[2] == 15 and engine[3] > 0  # 15 files deleted; the bytes counted
+    assert reports["git"] == engine
+
+
+def test_switch_by_git_in_summary_and_json(tmp_path: Path) -> None:
+    src = _two_versions(tmp_path)
+    w = clone_with_git(src, tmp_path / "w", rev="v1")
+    result = checkout(CheckoutOptions(directory=w, rev="v2", writer="git"))
+    report = result.to_json()
+    assert report["deleted"] == 15 and isinstance(report["bytes"], int) and report["bytes"] > 0
+    line = render.summary(result)
+    assert "by git's checkout" in line and "deleted 15" in line and "-1" not in line
+
+
+def test_export_by_git_counts_the_bytes(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, FILES)
+    got = {}
+    for writer in ("pcheckout", "git"):
+        dest = tmp_path / f"export-{writer}"
+        result = export(ExportOptions(repository=src, rev="HEAD", destination=dest, writer=writer))
+        assert result.plan.writer == writer
+        got[writer] = result.bytes
+        assert result.bytes == _on_disk(dest)
+    assert got["git"] == got["pcheckout"]
+
+
+def test_tree_changes_lists_writes_and_deletions(tmp_path: Path) -> None:
+    src = _two_versions(tmp_path)
+    tree = {r: git(src, "rev-parse", f"{r}^{{tree}}").decode().strip() for r in ("v1", "v2")}
+    changes = gitwriter.tree_changes(Git(src), tree["v1"], tree["v2"])
+    assert changes.deleted == 15
+    assert b"new/file" in changes.written and b"crlf/a.txt" in changes.written
+    assert len(changes.written) == 50 - 5 + 2  # changed (but not deleted), added, crlf
+    assert gitwriter.tree_changes(Git(src), tree["v2"], tree["v2"]) == gitwriter.TreeChanges([], 0)
+
+
+# --- the index walk -------------------------------------------------------------------------------
+
+
+def _index(w: Path) -> bytes:
+    return (w / ".git" / "index").read_bytes()
+
+
+#: A path of 0xFFF bytes or more: its length is not in the flags (the walk finds the NUL).
+#: Longer than PATH_MAX, so it is only in the index (size 0), sorted before run.sh.
+LONG = b"/".join([b"n" * 200] * 21) + b"/file"
+
+
+@pytest.mark.parametrize("version", ["2", "3", "4"])
+def test_index_walk_sums_every_version(tmp_path: Path, version: str) -> None:
+    src = make_repo(tmp_path, FILES)
+    w = clone_with_git(src, tmp_path / "w")
+    blob = git(w, "hash-object", "-w", "--stdin", input=b"long\n").decode().strip()
+    git(w, "update-index", "--add", "--cacheinfo", f"100644,{blob},{LONG.decode()}")
+    git(w, "update-index", "--index-version", version)
+    if version == "3":  # an extended flags word on one entry
+        git(w, "update-index", "--skip-worktree", "run.sh")
+    data = _index(w)
+    assert data[4:8] == int(version).to_bytes(4, "big") and len(LONG) > 0xFFF
+    assert worktree_bytes(data, "sha1") == _on_disk(w)
+    only = {b"run.sh", b"link", LONG}
+    assert worktree_bytes(data, "sha1", only) == len(b"#!/bin/sh\necho hi\n") + len(b"d0/f000.txt")
+
+
+def test_index_walk_sha256(tmp_path: Path) -> None:
+    w = tmp_path / "w"
+    git(tmp_path, "init", "-q", "--object-format=sha256", "w")
+    (w / "a").write_bytes(b"12345")
+    (w / "b").write_bytes(b"x" * 10)
+    git(w, "add", "-A")
+    data = _index(w)
+    assert worktree_bytes(data, "sha256") == 15
+    assert worktree_bytes(data, "sha256", {b"b"}) == 10
+
+
+def test_unreadable_index_is_unknown_bytes(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, FILES)
+    w = clone_with_git(src, tmp_path / "w")
+    data = _index(w)
+    cut = tmp_path / "cut"
+    cut.write_bytes(data[:200])
+    assert written_bytes(cut, "sha1") == -1
+    assert written_bytes(tmp_path / "missing", "sha1") == -1
+    assert written_bytes(w / ".git" / "index", "sha1") == _on_disk(w)
