@@ -21,7 +21,8 @@ LAYERS = [
     {"pcheckout.write"},
     {"pcheckout.switch", "pcheckout.export"},
     {"pcheckout.checkout"},
-    {"pcheckout.clone", "pcheckout.stage"},  # git clone, then checkout() (its public API)
+    # git clone, then checkout() (its public API); tune timing checkout() with each writer
+    {"pcheckout.clone", "pcheckout.stage", "pcheckout.tunewriters"},
     {"pcheckout.cli", "pcheckout.__main__"},
 ]
 

@@ -21,10 +21,14 @@ from pcheckout import __version__
 from pcheckout.errors import Interrupted, PcheckoutError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.progress import Progress, TaskID
 
     from pcheckout.fs.detect import FsInfo
     from pcheckout.options import Result
+    from pcheckout.plan.tune import CompareWriters
+    from pcheckout.plan.tunecache import WriterTimes
 
 # Each command imports the core it runs inside its function: a checkout needs the
 # writers, `detect` only the detection (measured on the dev VM: `pcheckout detect
@@ -171,6 +175,12 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--files", type=int, metavar="N", help="files written per measurement")
     t.add_argument("--duration", type=float, metavar="SECONDS", help="time budget")
     t.add_argument("--rounds", type=int, default=3, metavar="N")
+    t.add_argument(
+        "--no-writers",
+        action="store_true",
+        help="measure the worker count only; do not time pcheckout's engine against "
+        "git's own checkout on a probe tree (then the writer follows the count)",
+    )
     t.add_argument(
         "--git-config",
         action="store_true",
@@ -407,12 +417,41 @@ def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     )
     err = Console(stderr=True)
     say = None if (args.quiet or args.json) else (lambda msg: err.print(f"[dim]{msg}[/dim]"))
-    result = tune.run_tune(opts, fs=fs, progress=say)
+    result = tune.run_tune(opts, fs=fs, progress=say, writers=_compare_writers(args, say, ui))
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     elif not args.quiet:
         render.tune_result(Console(), result)
     return 0
+
+
+def _compare_writers(
+    args: argparse.Namespace, say: Callable[[str], None] | None, ui: ConsoleReporter
+) -> CompareWriters | None:
+    """tune's writer comparison (``pcheckout.tunewriters``), unless --no-writers; None with
+    a note where git cannot be run or has no parallel checkout."""
+    from pcheckout import tunewriters  # whole checkouts: only tune runs them
+    from pcheckout.git.runner import git_version
+
+    if args.no_writers:
+        return None
+    try:
+        version = git_version()
+    except PcheckoutError as exc:
+        ui.note(f"{PROG}: note: not timing the writers: {exc}")
+        return None
+    if version[:2] < policy.GIT_PARALLEL_CHECKOUT:
+        have, need = (".".join(map(str, v)) for v in (version, policy.GIT_PARALLEL_CHECKOUT))
+        ui.note(f"{PROG}: note: git {have} has no parallel checkout ({need}+): the engine writes")
+        return None
+
+    def compare(scratch: str, knee: int, rate: float) -> WriterTimes | None:
+        return tunewriters.compare(
+            scratch, knee, rate, rounds=args.rounds, files=args.files, git_version=version,
+            progress=say,
+        )  # fmt: skip
+
+    return compare
 
 
 #: The entry count the plain-git count is planned for (checkout.workers holds one number for
@@ -449,7 +488,8 @@ def _tune_git_config(args: argparse.Namespace, fs: FsInfo) -> int:
             duration=args.duration,
             rounds=args.rounds,
         )
-        tune.run_tune(opts, fs=fs, progress=None)
+        quiet = ConsoleReporter(quiet=True, debug=False)
+        tune.run_tune(opts, fs=fs, progress=None, writers=_compare_writers(args, None, quiet))
         tuned = tunecache.lookup(fs)
     plan = policy.choose_workers(
         fs,

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from pcheckout.clone import CloneResult, SubmoduleResult
     from pcheckout.fs.detect import FsInfo
     from pcheckout.options import Result
+    from pcheckout.plan.policy import Writer
     from pcheckout.plan.tunecache import TuneResult
 
 #: Width of the longest bar in the ``tune`` chart, in cells.
@@ -103,6 +104,42 @@ def tune_result(console: Console, result: TuneResult) -> None:
         f"chose [bold]{result.workers}[/bold] workers: the smallest count within "
         f"{result.threshold:.0%} of the best ({best:,.0f} files/s at {best_n}); "
         f"stored for this mount in {cache_path()}",
+        highlight=False,
+    )
+    if result.writers is not None:
+        writers_table(console, result)
+
+
+def writers_table(console: Console, result: TuneResult) -> None:
+    """``pcheckout tune``'s second table: each writer's probe checkout, the winner marked."""
+    from rich.table import Table  # see the module docstring
+    from rich.text import Text
+
+    w = result.writers
+    assert w is not None
+    table = Table(
+        title=f"writers: a fresh checkout of a {w.probe_files:,}-file probe tree, "
+        f"median of {w.rounds}",
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+    )
+    table.add_column("writer")
+    table.add_column("workers", justify="right")
+    table.add_column("seconds", justify="right")
+    table.add_column("", no_wrap=True)
+    for writer, n, seconds in w.times:
+        won = writer == w.winner and (writer != "git" or n == w.git_workers)
+        name = "git's checkout" if writer == "git" else "pcheckout's engine"
+        mark = Text("◀ chosen", style="bold green") if won else Text("")
+        table.add_row(Text(name, style="bold" if won else ""), str(n), f"{seconds:.3f}", mark)
+    console.print(table)
+    other: Writer = "pcheckout" if w.winner == "git" else "git"
+    names = {"git": "git's writer", "pcheckout": "pcheckout's engine"}
+    count = w.git_workers if w.winner == "git" else w.engine_workers
+    console.print(
+        f"chose [bold]{names[w.winner]}[/bold] at {count} for this mount: "
+        f"{w.best(w.winner):.3f} s against {w.best(other):.3f} s for {names[other]}",
         highlight=False,
     )
 

@@ -85,6 +85,9 @@ def render(mount_point: str, workers: int, threshold: int, why: str, date: str) 
         "[checkout]\n"
         f"\tworkers = {workers}\n"
         f"\tthresholdForParallelism = {threshold}\n"
+        "# For pcheckout itself: the count above is this file's, not the user's choice.\n"
+        "[pcheckout]\n"
+        f"\tgitConfigWorkers = {workers}\n"
     )
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pcheckout.errors import DestinationError, UsageError, WriteError
 from pcheckout.fs.detect import FsInfo, detect
 from pcheckout.plan.policy import MAX_WORKERS, CpuInfo
-from pcheckout.plan.tunecache import TuneResult, store
+from pcheckout.plan.tunecache import TuneResult, WriterTimes, store
 
 #: The knee: the smallest count whose median throughput is within this fraction of the best.
 #: "A few percent" was asked for; 5% is a guess in that range.  Not yet validated on a quiet
@@ -205,7 +205,7 @@ class _Workload:
         return sum(self.counts) / max(elapsed, 1e-9)
 
 
-def _remove_tree(root: str, threads: int = REMOVE_THREADS) -> None:
+def remove_tree(root: str, threads: int = REMOVE_THREADS) -> None:
     """Remove a workload directory in parallel (one job per leaf directory), then the rest."""
     try:
         parents = [e.path for e in os.scandir(root) if e.is_dir(follow_symlinks=False)]
@@ -241,7 +241,7 @@ def _scratch(path: str) -> Iterator[str]:
     try:
         yield scratch
     finally:
-        _remove_tree(scratch)
+        remove_tree(scratch)
 
 
 # --- running a tune -------------------------------------------------------------------------------
@@ -251,13 +251,21 @@ def _today() -> str:
     return _dt.date.today().isoformat()
 
 
+#: ``writers(scratch, knee, files_per_s_at_knee)``: time both writers on a probe tree under
+#: ``scratch`` (in the mount) and say which won; None where they cannot both run.  The caller
+#: provides it (``pcheckout.tunewriters``: it runs whole checkouts, a layer above this one).
+CompareWriters = Callable[[str, int, float], WriterTimes | None]
+
+
 def run_tune(
     opts: TuneOptions,
     *,
     fs: FsInfo | None = None,
     progress: Callable[[str], None] | None = None,
+    writers: CompareWriters | None = None,
 ) -> TuneResult:
-    """Measure the filesystem holding ``opts.path``, store and return the result."""
+    """Measure the filesystem holding ``opts.path`` (with ``writers``, compare the two writers
+    at the count found), store and return the result."""
     if opts.max_workers < 1:
         raise UsageError(f"--max-workers must be at least 1 (got {opts.max_workers})")
     if opts.rounds < 1:
@@ -291,7 +299,7 @@ def run_tune(
         _Workload(warm, counts[-1 if len(counts) == 1 else len(counts) // 2], opts.files).measure(
             None if slice_s is None else min(slice_s, 0.2)
         )
-        _remove_tree(warm)
+        remove_tree(warm)
         for r in range(opts.rounds):
             order = counts if r % 2 == 0 else tuple(reversed(counts))
             this_round = []
@@ -299,22 +307,25 @@ def run_tune(
                 root = os.path.join(scratch, f"r{r}-w{n}")
                 os.mkdir(root)
                 rate = _Workload(root, n, opts.files).measure(slice_s)
-                _remove_tree(root)
+                remove_tree(root)
                 samples[n].append(rate)
                 this_round.append((n, rate))
                 say(f"round {r + 1}/{opts.rounds}: {n:>3} workers {rate:>10,.0f} files/s")
             per_round.append(tuple(sorted(this_round, reverse=True)))
+        curve = tuple((n, statistics.median(samples[n])) for n in counts)
+        knee = pick_knee(curve)
+        times = None if writers is None else writers(scratch, knee, dict(curve)[knee])
 
-    curve = tuple((n, statistics.median(samples[n])) for n in counts)
     result = TuneResult(
         mount_key=fs.mount_key,
         mount_point=fs.mount_point,
         kind=str(fs.kind),
         measured_on=_today(),
-        workers=pick_knee(curve),
+        workers=knee,
         threshold=KNEE_THRESHOLD,
         curve=curve,
         rounds=tuple(per_round),
+        writers=times,
     )
     store(result)
     return result

@@ -11,15 +11,70 @@ import contextlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pcheckout.errors import WriteError
-from pcheckout.plan.policy import MAX_WORKERS, Tuned
+from pcheckout.plan.policy import MAX_WORKERS, WRITERS, Tuned, Writer
 
 if TYPE_CHECKING:
     from pcheckout.fs.detect import FsInfo
+
+
+@dataclass(frozen=True)
+class WriterTimes:
+    """The two writers timed on one probe tree in the mount (``pcheckout tune``): fresh
+    checkouts of ``probe_files`` entries, interleaved, the median of ``rounds`` each."""
+
+    winner: Writer
+    git_workers: int  # git's best measured checkout.workers (what its writer gets)
+    engine_workers: int  # the count pcheckout's engine was timed at (the knee)
+    times: tuple[tuple[Writer, int, float], ...]  # (writer, workers, median seconds)
+    probe_files: int
+    rounds: int
+
+    def best(self, writer: Writer) -> float:
+        """The writer's best median time."""
+        return min(t for w, _, t in self.times if w == writer)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "winner": self.winner,
+            "git_workers": self.git_workers,
+            "engine_workers": self.engine_workers,
+            "probe_files": self.probe_files,
+            "rounds": self.rounds,
+            "times": [
+                {"writer": w, "workers": n, "seconds": round(t, 4)} for w, n, t in self.times
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WriterTimes:
+        def writer(value: object) -> Writer:
+            for w in WRITERS:
+                if value == w:
+                    return w
+            raise ValueError(f"not a writer: {value!r}")
+
+        times = tuple(
+            (writer(t["writer"]), int(t["workers"]), float(t["seconds"])) for t in data["times"]
+        )
+        result = cls(
+            winner=writer(data["winner"]),
+            git_workers=int(data["git_workers"]),
+            engine_workers=int(data["engine_workers"]),
+            times=times,
+            probe_files=int(data["probe_files"]),
+            rounds=int(data["rounds"]),
+        )
+        counts = (result.git_workers, result.engine_workers, *(n for _, n, _ in times))
+        if not all(1 <= n <= MAX_WORKERS for n in counts) or {w for w, _, _ in times} != set(
+            WRITERS
+        ):
+            raise ValueError("writer times out of range")
+        return result
 
 
 @dataclass(frozen=True)
@@ -34,9 +89,11 @@ class TuneResult:
     threshold: float
     curve: tuple[tuple[int, float], ...]  # (worker count, median files/s), descending counts
     rounds: tuple[tuple[tuple[int, float], ...], ...] = field(default=(), compare=False)
+    writers: WriterTimes | None = None  # both writers timed (git >= 2.32), else None
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "writers": None if self.writers is None else self.writers.to_json(),
             "mount_key": self.mount_key,
             "mount_point": self.mount_point,
             "kind": self.kind,
@@ -56,6 +113,7 @@ class TuneResult:
             workers=int(data["workers"]),
             threshold=float(data["threshold"]),
             curve=tuple((int(p["workers"]), float(p["files_per_s"])) for p in data["curve"]),
+            writers=WriterTimes.from_json(data["writers"]) if data.get("writers") else None,
         )
 
 
@@ -133,7 +191,18 @@ def lookup(fs: FsInfo) -> Tuned | None:
     result = stored(fs)
     if result is None:
         return None
-    return Tuned(workers=result.workers, measured_on=result.measured_on, mount_key=fs.mount_key)
+    tuned = Tuned(workers=result.workers, measured_on=result.measured_on, mount_key=fs.mount_key)
+    w = result.writers
+    if w is None:
+        return tuned
+    return replace(
+        tuned,
+        writer=w.winner,
+        git_workers=w.git_workers,
+        git_seconds=w.best("git"),
+        engine_seconds=w.best("pcheckout"),
+        probe_files=w.probe_files,
+    )
 
 
 def forget(fs: FsInfo) -> bool:
