@@ -285,10 +285,11 @@ def _strip(message: bytes) -> str:
 
 @dataclass(frozen=True)
 class TreeChanges:
-    """What a switch between two trees writes and removes (``git diff-tree``)."""
+    """What a switch between two trees writes and removes (``git diff-tree``); gitlinks
+    count as the engine counts them (an empty directory made or removed)."""
 
-    written: list[bytes]  # paths added, modified or changing type (gitlinks left out)
-    deleted: int  # paths removed (gitlinks left out)
+    written: list[bytes]  # paths added, modified or changing type
+    deleted: int  # paths removed
 
 
 def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
@@ -303,10 +304,9 @@ def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
         meta, path = fields[k], fields[k + 1]
         if not meta.startswith(b":"):
             raise GitError(f"unexpected diff-tree output: {meta[:80]!r}")
-        old_mode, new_mode, _, _, status = meta[1:].split(b" ", 4)
-        if status == b"D":
-            deleted += old_mode != b"160000"
-        elif new_mode != b"160000":
+        if meta.endswith(b" D"):
+            deleted += 1
+        else:
             written.append(path)
     return TreeChanges(written, deleted)
 
