@@ -353,10 +353,11 @@ def _switch_by_git(
                 lambda: None if head_tree is None else
                 gitwriter.tree_changes(ctx.git, head_tree, target.tree),
             )  # fmt: skip
-            nbytes = -1
-            if changes is not None:
-                wrote = set(changes.written)
-                nbytes = written_bytes(scratch.path, ctx.repo.object_format, wrote)
+            counts = None
+            if changes is not None:  # the old index is still in place until the commit
+                sparse = config_bool(ctx.config.get("core.sparsecheckout"), False)
+                counts = gitwriter.switch_counts(changes, scratch.path, lock.index,
+                                                 ctx.repo.object_format, sparse)  # fmt: skip
             lock.commit_from(scratch.path)
     except KeyboardInterrupt:
         raise Interrupted(2, "git's checkout stopped; run the same command again") from None
@@ -364,8 +365,7 @@ def _switch_by_git(
         report.finish()
     seconds = time.monotonic() - t0
     updated = max(done.updated, 0)  # -1: git said nothing (nothing to update)
-    written = updated if changes is None else len(changes.written)
-    deleted = 0 if changes is None else changes.deleted
+    written, deleted, nbytes = counts if counts is not None else (updated, 0, -1)
     result = Result("switch", written, nbytes, plan, fs, seconds=seconds, written=written,
                     deleted=deleted)  # fmt: skip
     result.head = target.branch or (opts.rev if opts.rev == "HEAD" else f"detached at {opts.rev}")

@@ -17,6 +17,7 @@ SIGNATURE = b"DIRC"
 HEADER = struct.Struct(">4sII")
 HASH_SIZES = {"sha1": 20, "sha256": 32}  # as git/index.py
 FLAG_EXTENDED = 0x4000
+EXT_FLAG_SKIP_WORKTREE = 0x4000  # in the extended flags word (v3+)
 FLAG_NAME_MASK = 0x0FFF
 ENTRY_ALIGN = 8
 
@@ -26,11 +27,17 @@ class _Unwalkable(PcheckoutError):
 
 
 def worktree_bytes(data: bytes, hash_name: str, paths: Container[bytes] | None = None) -> int:
-    """The sum of the entries' size fields (of ``paths`` only, if given): what a checkout
-    that just wrote this index put on disk (git fills them from the lstat of each file it
-    wrote: converted sizes, a symlink's target length; entries it did not write, outside
-    the sparse checkout, and gitlinks, hold 0).  Sizes are git's 32 bits (a file of 4 GiB
-    or more counts modulo 2**32).
+    """The sum of the entries' size fields (of ``paths`` only, if given): see :func:`walk`."""
+    return walk(data, hash_name, paths)[1]
+
+
+def walk(data: bytes, hash_name: str, paths: Container[bytes] | None = None) -> tuple[int, int]:
+    """(entries, bytes) of the index ``data``; of ``paths`` only, if given, and then
+    entries outside the sparse checkout (skip-worktree) are not counted.  The sum of the
+    sizes is what a checkout that just wrote this index put on disk (git fills them from the
+    lstat of each file it wrote: converted sizes, a symlink's target length; entries it did
+    not write, outside the sparse checkout, and gitlinks, hold 0).  Sizes are git's 32 bits
+    (a file of 4 GiB or more counts modulo 2**32).
 
     A walk over the entries that parses nothing else and verifies no checksum: the caller
     has just had git write ``data``.  Measured on 40,000 entries (v2, tmpfs, 2 vCPUs, quiet):
@@ -46,7 +53,7 @@ def worktree_bytes(data: bytes, hash_name: str, paths: Container[bytes] | None =
     name_mask, align_mask = FLAG_NAME_MASK, ~(ENTRY_ALIGN - 1)
     unpack = struct.Struct(f">36xI{rawsz}xH").unpack_from  # the size and the flags
     find = data.find
-    total = 0
+    total = found = 0
     off = HEADER.size
     prev = b""
     try:
@@ -59,10 +66,14 @@ def worktree_bytes(data: bytes, hash_name: str, paths: Container[bytes] | None =
                     n = find(b"\0", start) - start
                 total += size
                 off += (start - off + n + ENTRY_ALIGN) & align_mask
-            return total
+            return count, total
         for _ in range(count):
             size, flags = unpack(data, off)
-            start = off + fixed + (2 if flags & FLAG_EXTENDED else 0)
+            start = off + fixed
+            skip = False
+            if flags & FLAG_EXTENDED:
+                skip = bool(data[start] & (EXT_FLAG_SKIP_WORKTREE >> 8))
+                start += 2
             if version == 4:
                 c = data[start]
                 start += 1
@@ -81,13 +92,14 @@ def worktree_bytes(data: bytes, hash_name: str, paths: Container[bytes] | None =
                     n = find(b"\0", start) - start
                 name = data[start : start + n]
                 off += (start - off + n + ENTRY_ALIGN) & align_mask
-            if paths is None or name in paths:
+            if paths is None or (not skip and name in paths):
                 total += size
+                found += 1
     except (struct.error, IndexError):
         raise _Unwalkable("truncated index entries") from None
     if off > len(data):
         raise _Unwalkable("truncated index entries")
-    return total
+    return found, total
 
 
 def written_bytes(
@@ -103,3 +115,18 @@ def written_bytes(
         return worktree_bytes(data, hash_name, paths)
     except (OSError, PcheckoutError, KeyError):
         return -1
+
+
+def in_worktree(
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes],
+    hash_name: str,
+    paths: Container[bytes],
+) -> tuple[int, int] | None:
+    """:func:`walk` of the index file at ``path`` for ``paths``: how many of them are in the
+    work tree (not skip-worktree) and their bytes; None when it cannot be read or walked."""
+    try:
+        with open(os.fsencode(path), "rb") as f:
+            data = f.read()
+        return walk(data, hash_name, paths)
+    except (OSError, PcheckoutError, KeyError):
+        return None

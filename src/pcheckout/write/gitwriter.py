@@ -42,7 +42,7 @@ from pathlib import Path
 
 from pcheckout.context import Context, Reporter
 from pcheckout.errors import SHOW_PATHS, GitError, GitRefusedError, Interrupted, decode
-from pcheckout.git.indexsize import written_bytes
+from pcheckout.git.indexsize import in_worktree, written_bytes
 from pcheckout.git.runner import Git
 from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
 
@@ -289,7 +289,7 @@ class TreeChanges:
     count as the engine counts them (an empty directory made or removed)."""
 
     written: list[bytes]  # paths added, modified or changing type
-    deleted: int  # paths removed
+    deleted: list[bytes]  # paths removed
 
 
 def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
@@ -299,16 +299,29 @@ def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
     out = git.out("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", old_tree, new_tree)
     fields = out.split(b"\0")
     written: list[bytes] = []
-    deleted = 0
+    deleted: list[bytes] = []
     for k in range(0, len(fields) - 1, 2):
         meta, path = fields[k], fields[k + 1]
         if not meta.startswith(b":"):
             raise GitError(f"unexpected diff-tree output: {meta[:80]!r}")
-        if meta.endswith(b" D"):
-            deleted += 1
-        else:
-            written.append(path)
+        (deleted if meta.endswith(b" D") else written).append(path)
     return TreeChanges(written, deleted)
+
+
+def switch_counts(
+    changes: TreeChanges, new_index: bytes, old_index: bytes, hash_name: str, sparse: bool
+) -> tuple[int, int, int]:
+    """(written, deleted, bytes) of a switch by git, as the engine reports them: the changed
+    paths the index git wrote has in the work tree (not skip-worktree) and their sizes; the
+    removed paths, in a sparse checkout only those the old index had in the work tree.
+    Bytes are -1 where an index cannot be read."""
+    got = in_worktree(new_index, hash_name, set(changes.written))
+    written, nbytes = got if got is not None else (len(changes.written), -1)
+    deleted = len(changes.deleted)
+    if sparse and changes.deleted:
+        old = in_worktree(old_index, hash_name, set(changes.deleted))
+        deleted = old[0] if old is not None else deleted
+    return written, deleted, nbytes
 
 
 def write_by_git(ctx: Context, tree: str, plan: WorkerPlan) -> GitWrite:
