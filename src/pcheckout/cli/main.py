@@ -432,6 +432,7 @@ def _compare_writers(
     a note where git cannot be run or has no parallel checkout."""
     from pcheckout import tunewriters  # whole checkouts: only tune runs them
     from pcheckout.git.runner import git_version
+    from pcheckout.plan import policy
 
     if args.no_writers:
         return None

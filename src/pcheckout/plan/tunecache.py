@@ -11,7 +11,7 @@ import contextlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -195,8 +195,7 @@ def lookup(fs: FsInfo) -> Tuned | None:
     w = result.writers
     if w is None:
         return tuned
-    return replace(
-        tuned,
+    return tuned._replace(
         writer=w.winner,
         git_workers=w.git_workers,
         git_seconds=w.best("git"),
