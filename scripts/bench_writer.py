@@ -18,7 +18,8 @@ GIT_CONFIG_NOSYSTEM=1 and an empty tune cache.
 
 "before git's writer": for the pcheckout auto row, from just before the fork to git's own
 trace2 ``start`` event of the ``read-tree``/``checkout`` it runs as the writer
-(GIT_TRACE2_EVENT), so the interpreter's start-up is included.
+(GIT_TRACE2_EVENT), so the interpreter's start-up is included; measured in an extra,
+untimed run after each timed one (the timed runs are not traced).
 """
 
 from __future__ import annotations
@@ -114,30 +115,44 @@ def trace_start(trace: Path, verbs: tuple[str, ...]) -> float | None:
     return None
 
 
-def one(
-    name: str, extra: list[str], src: Path, root: Path, k: int, switch: bool, env: dict[str, str]
-) -> dict[str, Any]:
-    work = root / f"w{k}"
+def _clone(src: Path, work: Path, switch: bool, env: dict[str, str]) -> str:
+    """A fresh no-checkout clone (for a switch, with v1 checked out); the revision to time."""
     subprocess.run(
         ["git", "clone", "-q", "--no-checkout", "--shared", str(src), str(work)],
         check=True,
         env=env,
     )
-    rev = "HEAD"
-    if switch:
-        subprocess.run(["git", "-C", str(work), "checkout", "-q", "-f", "v1"], check=True, env=env)
-        rev = "v2"
-    run_env = dict(env)
+    if not switch:
+        return "HEAD"
+    subprocess.run(["git", "-C", str(work), "checkout", "-q", "-f", "v1"], check=True, env=env)
+    return "v2"
+
+
+def _before_writer(
+    extra: list[str], src: Path, root: Path, k: int, switch: bool, env: dict[str, str]
+) -> float | None:
+    """Fork to the trace2 start of git's writer, in a run of its own: tracing every git
+    process costs git's writer time, so the timed runs are not traced (before 2026-12-01
+    they were, which charged pcheckout auto's rows ~0.1-0.2 s at 40k entries)."""
+    work = root / f"t{k}"
+    rev = _clone(src, work, switch, env)
     trace = root / f"trace{k}.json"
-    if name == "pcheckout auto":
-        run_env["GIT_TRACE2_EVENT"] = str(trace)
     t_fork = time.time()
-    timed = benchlib.run_timed(command(name, extra, work, rev), run_env)
-    before = None
-    if name == "pcheckout auto":
-        started = trace_start(trace, ("read-tree", "checkout"))
-        before = None if started is None else started - t_fork
-        trace.unlink(missing_ok=True)
+    benchlib.run_timed(command("pcheckout auto", extra, work, rev),
+                       {**env, "GIT_TRACE2_EVENT": str(trace)})  # fmt: skip
+    started = trace_start(trace, ("read-tree", "checkout"))
+    trace.unlink(missing_ok=True)
+    shutil.rmtree(work, ignore_errors=True)
+    os.sync()
+    return None if started is None else started - t_fork
+
+
+def one(
+    name: str, extra: list[str], src: Path, root: Path, k: int, switch: bool, env: dict[str, str]
+) -> dict[str, Any]:
+    work = root / f"w{k}"
+    rev = _clone(src, work, switch, env)
+    timed = benchlib.run_timed(command(name, extra, work, rev), dict(env))
     ok = (
         timed.returncode == 0
         and subprocess.run(
@@ -149,6 +164,7 @@ def one(
     )
     shutil.rmtree(work, ignore_errors=True)
     os.sync()
+    before = _before_writer(extra, src, root, k, switch, env) if name == "pcheckout auto" else None
     return {
         "row": name,
         "seconds": timed.seconds,
