@@ -49,6 +49,15 @@ from pcheckout.errors import (
     unable_to_lock_message,
 )
 from pcheckout.fdio import write_all
+from pcheckout.git.indexformat import (
+    ENTRY_ALIGN,
+    FLAG_EXTENDED,
+    FLAG_NAME_MASK,
+    HASH_SIZES,
+    HEADER,
+    SIGNATURE,
+)
+from pcheckout.git.indexformat import EXT_FLAG_SKIP_WORKTREE as EXT_FLAG_SKIP_WORKTREE
 
 __all__ = [
     "CorruptIndexError",
@@ -65,26 +74,18 @@ __all__ = [
 ]
 
 # --- format constants (gitformat-index.txt; cache.h / read-cache.c in git) -------------------
-SIGNATURE = b"DIRC"
 SUPPORTED_VERSIONS = (2, 3, 4)
-HEADER = struct.Struct(">4sII")
-#: hash name -> raw object id size (hash-ll.h: GIT_SHA1_RAWSZ, GIT_SHA256_RAWSZ)
-HASH_SIZES = {"sha1": 20, "sha256": 32}
-#: 16-bit flags word: assume-valid, extended, 2-bit stage, 12-bit name length (cache.h CE_*)
+#: 16-bit flags word: assume-valid, extended, 2-bit stage, 12-bit name length (cache.h CE_*);
+#: the layout constants shared with git/indexsize.py are in git/indexformat.py
 FLAG_ASSUME_VALID = 0x8000
-FLAG_EXTENDED = 0x4000
 FLAG_STAGE_MASK = 0x3000
 FLAG_STAGE_SHIFT = 12
-FLAG_NAME_MASK = 0x0FFF  # a name of 0xFFF bytes or more stores 0xFFF (CE_NAMEMASK)
 #: flag bits an IndexEntry keeps; name length and the extended bit are derived on write
 ENTRY_FLAG_BITS = FLAG_ASSUME_VALID | FLAG_STAGE_MASK
-#: extended flags word (v3+): reserved, skip-worktree, intent-to-add, 13 unused bits
-EXT_FLAG_SKIP_WORKTREE = 0x4000
+#: extended flags word (v3+): intent-to-add (skip-worktree: git/indexformat.py)
+EXT_FLAG_INTENT_TO_ADD = 0x2000
 #: a sparse-directory entry's mode (sparse-index.c construct_sparse_dir_entry(): S_IFDIR)
 MODE_SPARSE_DIR = 0o040000
-EXT_FLAG_INTENT_TO_ADD = 0x2000
-#: entries of v2/v3 are padded with 1..8 NULs to a multiple of 8 (read-cache.c align_flex_name)
-ENTRY_ALIGN = 8
 #: extensions git must understand to read the index correctly (lowercase first byte)
 EXT_SPLIT_INDEX = b"link"
 EXT_SPARSE_DIRECTORIES = b"sdir"

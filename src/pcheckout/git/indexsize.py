@@ -12,14 +12,15 @@ import struct
 from collections.abc import Container
 
 from pcheckout.errors import PcheckoutError
-
-SIGNATURE = b"DIRC"
-HEADER = struct.Struct(">4sII")
-HASH_SIZES = {"sha1": 20, "sha256": 32}  # as git/index.py
-FLAG_EXTENDED = 0x4000
-EXT_FLAG_SKIP_WORKTREE = 0x4000  # in the extended flags word (v3+)
-FLAG_NAME_MASK = 0x0FFF
-ENTRY_ALIGN = 8
+from pcheckout.git.indexformat import (
+    ENTRY_ALIGN,
+    EXT_FLAG_SKIP_WORKTREE,
+    FLAG_EXTENDED,
+    FLAG_NAME_MASK,
+    HASH_SIZES,
+    HEADER,
+    SIGNATURE,
+)
 
 
 class _Unwalkable(PcheckoutError):
