@@ -43,6 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pcheckout.errors import WriteError
+from pcheckout.fdio import write_all
 from pcheckout.fs.files import STAT_SIZE, pack_stat
 from pcheckout.git.tree import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK
 
@@ -165,7 +166,7 @@ class Journal:
                 return cls(p, fd, continued=True)
             fd = os.open(p, _O_APPEND | os.O_CREAT | os.O_TRUNC, 0o666)
             try:
-                _write_all(fd, header(commit, tree, conversion))
+                write_all(fd, header(commit, tree, conversion))
             except BaseException:
                 os.close(fd)
                 raise
@@ -196,7 +197,7 @@ class Journal:
             if self._fd is None:
                 return
             try:
-                _write_all(self._fd, b"".join(batch))
+                write_all(self._fd, b"".join(batch))
             except OSError:
                 # Only a resume is slower without it: stop recording, go on.
                 self._close()
@@ -212,12 +213,6 @@ class Journal:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 # -- proving what a previous run completed ------------------------------------------------
