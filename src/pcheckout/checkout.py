@@ -101,17 +101,7 @@ def _checkout(
         # Who writes is known from the filesystem alone; git's writer (without --force) is
         # git's whole checkout: its two-way merge, its local-change protection and messages,
         # so HEAD's tree is not even listed for it (40k entries: a second ls-tree and parse).
-        fs, first = plan_for(
-            _work_tree(ctx),
-            entries=PARALLEL_THRESHOLD,
-            nbytes=0,
-            workers=opts.workers,
-            environ=opts.environ,
-            config=ctx.config,
-            adapt=False,
-            writer=opts.writer,
-            git_version=ctx.git.version,
-        )
+        fs, first = _plan_switch(ctx, opts, PARALLEL_THRESHOLD)
         by_git = first.writer == "git" and not opts.force and not opts.dry_run
     (entries, head_entries), have = both(
         lambda: _list(ctx, target, state, sizes, with_head=not by_git),
@@ -188,18 +178,7 @@ def _switch(
     """A populated work tree with an index: the incremental switch, by git's own
     ``git checkout`` (``by_git``: planned before HEAD's tree was listed) or by pcheckout's
     two-way merge and engine (``switch.py``)."""
-    fs, first = plan_for(
-        _work_tree(ctx),
-        entries=len(entries),
-        nbytes=0,
-        workers=opts.workers,
-        environ=opts.environ,
-        config=ctx.config,
-        adapt=False,
-        writer=opts.writer,
-        git_version=ctx.git.version,
-        fs=fs,
-    )
+    fs, first = _plan_switch(ctx, opts, len(entries), fs)
     if by_git and first.writer == "git":
         assert lock is not None  # every run that writes holds it
         return _switch_by_git(ctx, opts, target, entries, fs, first, lock)
@@ -209,6 +188,24 @@ def _switch(
     from pcheckout import switch
 
     return switch.switch(ctx, opts, target, entries, head_entries, fs=fs, lock=lock)
+
+
+def _plan_switch(
+    ctx: Context, opts: CheckoutOptions, entries: int, fs: FsInfo | None = None
+) -> tuple[FsInfo, WorkerPlan]:
+    """A switch's plan for ``entries`` (it never adapts; its byte count is not known)."""
+    return plan_for(
+        _work_tree(ctx),
+        entries=entries,
+        nbytes=0,
+        workers=opts.workers,
+        environ=opts.environ,
+        config=ctx.config,
+        adapt=False,
+        writer=opts.writer,
+        git_version=ctx.git.version,
+        fs=fs,
+    )
 
 
 def _plan_conversion(
