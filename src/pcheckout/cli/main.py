@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from pcheckout.fs.detect import FsInfo
     from pcheckout.options import Result
-    from pcheckout.plan.tune import CompareWriters
+    from pcheckout.plan.tune import CompareWriters, TuneOptions
     from pcheckout.plan.tunecache import WriterTimes
 
 # Each command imports the core it runs inside its function: a checkout needs the
@@ -408,13 +408,7 @@ def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
                 + fs.mount_point
             )
         return 0
-    opts = tune.TuneOptions(
-        path=args.path,
-        max_workers=args.max_workers,
-        files=args.files,
-        duration=args.duration,
-        rounds=args.rounds,
-    )
+    opts = _tune_options(args)
     err = Console(stderr=True)
     say = None if (args.quiet or args.json) else (lambda msg: err.print(f"[dim]{msg}[/dim]"))
     result = tune.run_tune(opts, fs=fs, progress=say, writers=_compare_writers(args, say, ui))
@@ -461,6 +455,19 @@ def _compare_writers(
 PLAIN_GIT_ENTRIES = 10_000
 
 
+def _tune_options(args: argparse.Namespace) -> TuneOptions:
+    """``tune``'s measurement options from its arguments (``tune`` and ``tune --git-config``)."""
+    from pcheckout.plan.tune import TuneOptions  # the workload: only this command runs it
+
+    return TuneOptions(
+        path=args.path,
+        max_workers=args.max_workers,
+        files=args.files,
+        duration=args.duration,
+        rounds=args.rounds,
+    )
+
+
 def _tune_git_config(args: argparse.Namespace, fs: FsInfo) -> int:
     """``tune PATH --git-config``: plain git under this mount gets the count pcheckout would
     give git's writer there (a stored tune result, measured now if there is none, or the
@@ -482,13 +489,7 @@ def _tune_git_config(args: argparse.Namespace, fs: FsInfo) -> int:
         return 0
     tuned = tunecache.lookup(fs)
     if tuned is None and not args.no_measure:
-        opts = tune.TuneOptions(
-            path=args.path,
-            max_workers=args.max_workers,
-            files=args.files,
-            duration=args.duration,
-            rounds=args.rounds,
-        )
+        opts = _tune_options(args)
         quiet = ConsoleReporter(quiet=True, debug=False)
         tune.run_tune(opts, fs=fs, progress=None, writers=_compare_writers(args, None, quiet))
         tuned = tunecache.lookup(fs)
