@@ -264,10 +264,10 @@ class ConsoleReporter:
 
     def fetch(self, objects: int, total: int, nbytes: int) -> None:
         """A partial clone's blobs arriving (objects of total, bytes of packs)."""
-        from pcheckout.cli import render
-
         if self.quiet or not sys.stderr.isatty() or total == 0:
             return
+        from pcheckout.cli import render  # only where something is drawn
+
         bars = self._bars()
         if self._fetch_task is None:
             self._fetch_task = bars.add_task(
@@ -276,13 +276,13 @@ class ConsoleReporter:
         bars.update(self._fetch_task, completed=objects, nbytes=render.human_bytes(nbytes))
 
     def update(self, files: int, nbytes: int) -> None:
-        from pcheckout.cli import render
-
         if self.progress is None or self._task is None:
             return
         now = time.monotonic()
         if now - self._last < 0.1:  # ~10 Hz is plenty for a human
             return
+        from pcheckout.cli import render  # only where something is drawn
+
         self._last = now
         dt = max(now - self._t0, 1e-6)
         # git's writer does not say how many bytes it wrote: files only then.
