@@ -14,7 +14,7 @@ from pcheckout.cli import render
 from pcheckout.export import ExportOptions, export
 from pcheckout.git.indexsize import worktree_bytes, written_bytes
 from pcheckout.git.runner import Git
-from pcheckout.write import gitwriter
+from pcheckout.git.tree import TreeChanges, list_paths, list_tree, tree_changes
 
 FILES: dict[bytes, bytes | tuple[str, bytes]] = {
     **{b"d%d/f%03d.txt" % (i % 5, i): b"line %d\n" % i * (i % 7 + 1) for i in range(150)},
@@ -127,11 +127,19 @@ def test_export_by_git_counts_the_bytes(tmp_path: Path) -> None:
 def test_tree_changes_lists_writes_and_deletions(tmp_path: Path) -> None:
     src = _two_versions(tmp_path)
     tree = {r: git(src, "rev-parse", f"{r}^{{tree}}").decode().strip() for r in ("v1", "v2")}
-    changes = gitwriter.tree_changes(Git(src), tree["v1"], tree["v2"])
+    changes = tree_changes(Git(src), tree["v1"], tree["v2"])
     assert len(changes.deleted) == 15
     assert b"new/file" in changes.written and b"crlf/a.txt" in changes.written
     assert len(changes.written) == 50 - 5 + 2  # changed (but not deleted), added, crlf
-    assert gitwriter.tree_changes(Git(src), tree["v2"], tree["v2"]) == gitwriter.TreeChanges([], [])
+    # Each written path with the mode the new tree gives it.
+    new = {e.path: e.mode for e in list_tree(Git(src), tree["v2"])}
+    assert changes.modes == [new[p] for p in changes.written]
+    assert tree_changes(Git(src), tree["v2"], tree["v2"]) == TreeChanges([], [], [])
+
+
+def test_list_paths_is_list_tree_without_the_rest(tmp_path: Path) -> None:
+    src = _two_versions(tmp_path)
+    assert list_paths(Git(src), "v2") == [e.path for e in list_tree(Git(src), "v2")]
 
 
 # --- the index walk -------------------------------------------------------------------------------

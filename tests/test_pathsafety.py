@@ -558,3 +558,79 @@ def test_protections_bool_parsing_matches_git(repo: Path) -> None:
     for value in ["maybe", "08", "2g"]:
         _git(repo, "config", "core.protectHFS", value)
         assert _git(repo, "config", "--type=bool", "--get", "core.protecthfs", check=False) == b""
+
+
+# ---------------------------------------------------------------------------
+# A switch checks before either writer runs (git's writer: only the paths it
+# writes one by one, the whole tree's names for collisions).
+
+
+def _switch_refused(repo: Path, tmp_path: Path, head: bytes, target: bytes, writer: str) -> str:
+    """Check out ``head`` (a tree of ``repo``) with git, then switch to ``target`` with pcheckout:
+    the error's text, after asserting that nothing changed."""
+    from pcheckout.checkout import CheckoutOptions, checkout
+
+    commits = [
+        _git(repo, "commit-tree", "-m", name, tree.decode()).strip().decode()
+        for name, tree in (("head", head), ("target", target))
+    ]
+    work = tmp_path / "w"
+    subprocess.run(["git", "clone", "-q", "--no-checkout", "--shared", str(repo), str(work)],
+                   check=True)  # fmt: skip
+    _git(work, "checkout", "-q", "-f", commits[0])
+    before = sorted(p.relative_to(work) for p in work.rglob("*") if ".git" not in p.parts)
+    with pytest.raises(UnsafeTreeError) as info:
+        checkout(CheckoutOptions(directory=work, rev=commits[1], writer=writer))
+    assert _git(work, "rev-parse", "HEAD").decode().strip() == commits[0]
+    assert _git(work, "status", "--porcelain") == b""
+    after = sorted(p.relative_to(work) for p in work.rglob("*") if ".git" not in p.parts)
+    assert after == before
+    return str(info.value)
+
+
+def _own_repo(tmp_path: Path) -> Path:
+    """A repository of the test's own (the module's has had its config changed by then)."""
+    path = tmp_path / "repo"
+    subprocess.run(["git", "-c", "init.defaultBranch=main", "init", "-q", str(path)], check=True)
+    return path
+
+
+@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+def test_switch_to_a_hostile_path_is_refused(tmp_path: Path, writer: str) -> None:
+    repo = _own_repo(tmp_path)
+    src = _tree(repo, [(b"100644", b"main.c", _blob(repo))])
+    head = _tree(repo, [(b"100644", b"README", _blob(repo)), (b"40000", b"src", src)])
+    hook = (b"100755", _blob(repo, b"#!/bin/sh\necho pwned\n"))
+    target = _nest(repo, b".git/hooks/post-checkout", hook)
+    message = _switch_refused(repo, tmp_path, head, target, writer)
+    assert message.startswith("refusing to check out: 'zz/.git/hooks/post-checkout' would write")
+
+
+@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+def test_switch_below_an_unchanged_symlink_is_refused(tmp_path: Path, writer: str) -> None:
+    repo = _own_repo(tmp_path)
+    # HEAD has the symlink; the target keeps it unchanged and adds a directory of the same
+    # name (a duplicate name, which only a hostile tree has): diff-tree lists link/evil as
+    # added, and only the whole tree's names show it would be written through the link.
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = (b"120000", b"link", _blob(repo, os.fsencode(outside)))
+    readme = (b"100644", b"README", _blob(repo))
+    inner = _tree(repo, [(b"100755", b"evil", _blob(repo))])
+    head = _tree(repo, [readme, link])
+    target = _tree(repo, [readme, link, (b"40000", b"link", inner)])
+    message = _switch_refused(repo, tmp_path, head, target, writer)
+    assert message == (
+        "refusing to check out: 'link/evil' would be written through the symlink 'link'"
+    )
+    assert list(outside.iterdir()) == []
+
+
+@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+def test_switch_to_a_duplicate_path_is_refused(tmp_path: Path, writer: str) -> None:
+    repo = _own_repo(tmp_path)
+    one = (b"100644", b"a", _blob(repo, b"1"))
+    head = _tree(repo, [one])
+    target = _tree(repo, [one, (b"100644", b"a", _blob(repo, b"2"))])
+    message = _switch_refused(repo, tmp_path, head, target, writer)
+    assert message == "refusing to check out: 'a' is listed twice in the tree"

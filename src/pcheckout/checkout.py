@@ -45,11 +45,11 @@ from pcheckout.git import attributes
 from pcheckout.git.config import config_bool, read_config
 from pcheckout.git.indexsize import written_bytes
 from pcheckout.git.lock import IndexLock, scratch_index
-from pcheckout.git.pathsafety import check_entries
+from pcheckout.git.pathsafety import check_entries, entries_look_safe, tree_names_look_safe
 from pcheckout.git.promisor import local_objects, promisor_remotes
 from pcheckout.git.refs import Target, resolve_target, update_head
 from pcheckout.git.runner import MIN_GIT, Git, discover, git_version
-from pcheckout.git.tree import Entry, list_tree
+from pcheckout.git.tree import Entry, TreeChanges, list_paths, list_tree, tree_changes
 from pcheckout.options import CheckoutOptions, ExportOptions, Result
 from pcheckout.plan.planner import plan_for
 from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
@@ -96,20 +96,21 @@ def _checkout(
     # are local is listed beside the tree (each git process costs round trips on a mount).
     partial = bool(promisor_remotes(ctx.config))
     sizes = opts.dry_run and not partial
-    by_git = False
     if state.switching:
         # Who writes is known from the filesystem alone; git's writer (without --force) is
         # git's whole checkout: its two-way merge, its local-change protection and messages,
-        # so HEAD's tree is not even listed for it (40k entries: a second ls-tree and parse).
+        # so neither tree is listed entry by entry for it (40k entries: ~60 ms each).
         fs, first = _plan_switch(ctx, opts, PARALLEL_THRESHOLD)
-        by_git = first.writer == "git" and not opts.force and not opts.dry_run
+        if first.writer == "git" and not opts.force and not opts.dry_run:
+            assert lock is not None  # taken by _open for every run that writes
+            return _switch_by_git(ctx, opts, target, fs, lock)
     (entries, head_entries), have = both(
-        lambda: _list(ctx, target, state, sizes, with_head=not by_git),
+        lambda: _list(ctx, target, state, sizes),
         lambda: local_objects(ctx.git) if partial and not state.switching else None,
     )
     check_entries(entries, ctx.config)
     if state.switching:
-        return _switch(ctx, opts, target, entries, head_entries, fs, by_git, lock)
+        return _switch(ctx, opts, target, entries, head_entries, fs, lock)
     root = _work_tree(ctx)
     if state.occupied and not state.resume:
         raise WorktreeNotEmptyError(
@@ -172,16 +173,10 @@ def _switch(
     entries: list[Entry],
     head_entries: list[Entry],
     fs: FsInfo,
-    by_git: bool,
     lock: IndexLock | None,
 ) -> Result:
-    """A populated work tree with an index: the incremental switch, by git's own
-    ``git checkout`` (``by_git``: planned before HEAD's tree was listed) or by pcheckout's
-    two-way merge and engine (``switch.py``)."""
-    fs, first = _plan_switch(ctx, opts, len(entries), fs)
-    if by_git and first.writer == "git":
-        assert lock is not None  # every run that writes holds it
-        return _switch_by_git(ctx, opts, target, entries, fs, first, lock)
+    """A populated work tree with an index, switched by pcheckout's two-way merge and
+    engine (``switch.py``)."""
     # Imported here, as are the engine's modules below: where git's writer runs they are
     # never used, and importing them cost ~25 ms of CPU before git's writer could start
     # (docs/benchmarks.md, start-up).
@@ -326,43 +321,49 @@ def _write_by_engine(
 
 
 def _switch_by_git(
-    ctx: Context,
-    opts: CheckoutOptions,
-    target: Target,
-    entries: list[Entry],
-    fs: FsInfo,
-    plan: WorkerPlan,
-    lock: IndexLock,
+    ctx: Context, opts: CheckoutOptions, target: Target, fs: FsInfo, lock: IndexLock
 ) -> Result:
     """The switch done by ``git checkout REV``: git refuses (its message, nothing changed) or
     moves the work tree, the index (a scratch copy, renamed over the index through ``lock``)
-    and HEAD.  What it wrote and deleted comes from the two trees' ``diff-tree``, run beside
-    git's checkout, and the bytes from the sizes in the index git wrote."""
-    report = Reporting(ctx.ui, plan.workers)
+    and HEAD.  What it writes and deletes is the two trees' ``diff-tree``, listed beside the
+    target's paths before git runs: the written paths are checked one by one and the whole
+    tree's names for collisions (``git/pathsafety.py``), and the count is planned from what
+    changes.  A tree of 40k entries is then not parsed entry by entry (~60 ms).  The bytes
+    come from the sizes in the index git wrote."""
     head_tree = target.head_tree
+    if head_tree is None:  # an unborn branch with files and an index: all of it is written
+        entries = list_tree(ctx.git, target.tree)
+        check_entries(entries, ctx.config)
+        changes = TreeChanges([e.path for e in entries], [e.mode for e in entries], [])
+    else:
+        # The names are checked while diff-tree still runs (it reads both trees).
+        names_ok, changes = both(
+            lambda: tree_names_look_safe(list_paths(ctx.git, target.tree)),
+            lambda: tree_changes(ctx.git, head_tree, target.tree),
+        )
+        writes = list(zip(changes.written, changes.modes, strict=True))
+        if not (names_ok and entries_look_safe(writes, ctx.config)):
+            check_entries(list_tree(ctx.git, target.tree), ctx.config)  # names the offence
+    # Planned from what changes: a switch of 50 files does not need a tree's worth of workers.
+    fs, plan = _plan_switch(ctx, opts, len(changes.written) + len(changes.deleted), fs)
+    report = Reporting(ctx.ui, plan.workers)
     t0 = time.monotonic()
     try:
         with scratch_index(lock, copy=True) as scratch:
             by_git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
-            done, changes = both(
-                lambda: gitwriter.switch(by_git, opts.rev, workers=plan.workers,
-                                         threshold=PARALLEL_THRESHOLD, progress=report),
-                lambda: None if head_tree is None else
-                gitwriter.tree_changes(ctx.git, head_tree, target.tree),
-            )  # fmt: skip
-            counts = None
-            if changes is not None:  # the old index is still in place until the commit
-                sparse = config_bool(ctx.config.get("core.sparsecheckout"), False)
-                counts = gitwriter.switch_counts(changes, scratch.path, lock.index,
-                                                 ctx.repo.object_format, sparse)  # fmt: skip
+            gitwriter.switch(by_git, opts.rev, workers=plan.workers,
+                             threshold=PARALLEL_THRESHOLD, progress=report)  # fmt: skip
+            # The old index is still in place until the commit.
+            sparse = config_bool(ctx.config.get("core.sparsecheckout"), False)
+            written, deleted, nbytes = gitwriter.switch_counts(
+                changes, scratch.path, lock.index, ctx.repo.object_format, sparse
+            )
             lock.commit_from(scratch.path)
     except KeyboardInterrupt:
         raise Interrupted(2, "git's checkout stopped; run the same command again") from None
     finally:
         report.finish()
     seconds = time.monotonic() - t0
-    updated = max(done.updated, 0)  # -1: git said nothing (nothing to update)
-    written, deleted, nbytes = counts if counts is not None else (updated, 0, -1)
     result = Result("switch", written, nbytes, plan, fs, seconds=seconds, written=written,
                     deleted=deleted)  # fmt: skip
     result.head = target.branch or (opts.rev if opts.rev == "HEAD" else f"detached at {opts.rev}")
@@ -427,14 +428,13 @@ def _open(opts: CheckoutOptions, ui: Reporter) -> tuple[Context, Target, _State,
 
 
 def _list(
-    ctx: Context, target: Target, state: _State, sizes: bool, *, with_head: bool = True
+    ctx: Context, target: Target, state: _State, sizes: bool
 ) -> tuple[list[Entry], list[Entry]]:
-    """Step 2: the target's entries, and HEAD's beside them when switching (unless not
-    ``with_head``: git's own checkout needs no listing of HEAD from us).
+    """Step 2: the target's entries, and HEAD's beside them when switching.
     Sizes cost git a header read per blob; only the dry run reports them."""
     calls = [lambda: list_tree(ctx.git, target.tree, sizes=sizes)]
     head_tree = target.head_tree
-    if state.switching and with_head and head_tree is not None:
+    if state.switching and head_tree is not None:
         calls.append(lambda: list_tree(ctx.git, head_tree, sizes=False))
     entries, *head = concurrently(*calls)
     return entries, head[0] if head else []

@@ -34,7 +34,14 @@ from pcheckout.errors import UnsafeTreeError, quote_path
 from pcheckout.git.config import parse_bool
 from pcheckout.git.tree import Entry
 
-__all__ = ["check_path", "check_tree", "protections_from_config"]
+__all__ = [
+    "check_entries",
+    "check_path",
+    "check_tree",
+    "entries_look_safe",
+    "protections_from_config",
+    "tree_names_look_safe",
+]
 
 # git config.c / environment.c: core.protectNTFS defaults to true on every
 # platform since git 2.24.1 (CVE-2019-1353); core.protectHFS defaults to true
@@ -428,7 +435,12 @@ def _tree_looks_safe(entries: Sequence[tuple[bytes, int]], ntfs: bool, hfs: bool
             path, mode = entries[index]
             if _check_components(path, mode, ntfs, hfs) is not None:
                 return False
-    # Duplicates, and non-directories that are also leading directories.
+    return _structure_looks_safe(paths)
+
+
+def _structure_looks_safe(paths: Sequence[bytes]) -> bool:
+    """No path listed twice, and no non-directory that is also a leading directory
+    (``paths``: a tree's non-tree entries)."""
     files = set(paths)
     if len(files) != len(paths):
         return False
@@ -517,3 +529,20 @@ def check_entries(entries: Iterable[Entry], config: Mapping[str, str]) -> None:
     """``check_tree`` for listed entries, with the protections ``config`` asks for."""
     ntfs, hfs = protections_from_config(config.get)
     check_tree(((e.path, e.mode) for e in entries), protect_ntfs=ntfs, protect_hfs=hfs)
+
+
+def tree_names_look_safe(paths: Sequence[bytes]) -> bool:
+    """True if a tree whose non-tree entries are ``paths`` passes :func:`check_tree`'s
+    structural rules: no path listed twice, none below a non-directory (names alone decide
+    those).  With :func:`entries_look_safe` of what a switch writes, this is the check of a
+    switch by git's writer: the entries it does not write are not checked one by one (git's
+    switch leaves them as they are).  False only means "look closer": list the tree with
+    modes and :func:`check_entries` it, which names the first offence."""
+    return _structure_looks_safe(paths)
+
+
+def entries_look_safe(entries: Sequence[tuple[bytes, int]], config: Mapping[str, str]) -> bool:
+    """True if none of ``entries`` (path, mode) breaks a per-path rule or collides with
+    another of them, with the protections ``config`` asks for; False: "look closer"."""
+    ntfs, hfs = protections_from_config(config.get)
+    return _tree_looks_safe(entries, ntfs, hfs)

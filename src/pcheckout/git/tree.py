@@ -1,4 +1,5 @@
-"""Listing a git tree: one ``git ls-tree -r -z`` process, names as bytes."""
+"""Listing a git tree (one ``git ls-tree -r -z`` process) and what changes between two
+(one ``git diff-tree -r -z``); names as bytes."""
 
 from __future__ import annotations
 
@@ -79,3 +80,46 @@ def _parse(records: list[bytes], sizes: bool, modes: dict[bytes, int], out: list
         if sizes and len(fields) > 3 and fields[3] != b"-":
             size = int(fields[3])
         append(Entry(path, mode, fields[2].decode("ascii"), size))
+
+
+def list_paths(git: Git, tree: str) -> list[bytes]:
+    """Every non-tree path of ``tree``, recursively, in git's order, and nothing else:
+    ``ls-tree --name-only`` output split once (at 40k entries ~5 ms of Python, where
+    :func:`list_tree`'s per-record parse is ~60 ms)."""
+    out = git.out("ls-tree", "-r", "-z", "--full-tree", "--name-only", tree)
+    paths = out.split(b"\0")
+    if paths.pop() != b"":
+        raise GitError(f"unexpected ls-tree output: {out[-80:]!r}")
+    return paths
+
+
+class TreeChanges(NamedTuple):
+    """What a switch between two trees writes and removes (``git diff-tree``); gitlinks
+    count as the engine counts them (an empty directory made or removed)."""
+
+    written: list[bytes]  # paths added, modified or changing type
+    modes: list[int]  # the new tree's mode of each written path
+    deleted: list[bytes]  # paths removed
+
+
+def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
+    """The paths ``git checkout`` updates and removes going from ``old_tree`` to
+    ``new_tree``: one ``diff-tree -r`` (unchanged subtrees are skipped by id, so it costs
+    what changed)."""
+    out = git.out("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", old_tree, new_tree)
+    fields = out.split(b"\0")
+    written: list[bytes] = []
+    modes: list[int] = []
+    deleted: list[bytes] = []
+    for k in range(0, len(fields) - 1, 2):
+        meta, path = fields[k], fields[k + 1]
+        # ":OLDMODE NEWMODE OLDID NEWID STATUS" (diff-tree's raw format)
+        parts = meta.split(b" ")
+        if not meta.startswith(b":") or len(parts) != 5:
+            raise GitError(f"unexpected diff-tree output: {meta[:80]!r}")
+        if parts[4] == b"D":
+            deleted.append(path)
+        else:
+            written.append(path)
+            modes.append(int(parts[1], 8))
+    return TreeChanges(written, modes, deleted)

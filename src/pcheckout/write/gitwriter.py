@@ -30,20 +30,20 @@ depend on the writer.  Progress: git prints ``Updating files:  45% (2281/5069)``
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from pcheckout.context import Context, Reporter
 from pcheckout.errors import SHOW_PATHS, GitError, GitRefusedError, Interrupted, decode
 from pcheckout.git.indexsize import in_worktree, written_bytes
 from pcheckout.git.runner import Git
+from pcheckout.git.tree import TreeChanges
 from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
 
 #: ``(done, total)`` entries git has updated; total is git's count of entries to update.
@@ -59,8 +59,7 @@ _PROGRESS = re.compile(rb"(\d+)% \((\d+)/(\d+)\)")
 _REFUSALS = (b"would be overwritten", b"would be removed", b"would be lost", b"not uptodate")
 
 
-@dataclass(frozen=True)
-class GitWrite:
+class GitWrite(NamedTuple):
     """What git's writer did."""
 
     updated: int  # entries git reported updating (its progress total); -1 when it said nothing
@@ -180,7 +179,7 @@ def export_tree(
             return done
         # git does not say what it wrote; the index it wrote holds the sizes (-1: unknown).
         nbytes = written_bytes(env["GIT_INDEX_FILE"], hash_name)
-        return dataclasses.replace(done, bytes=nbytes)
+        return done._replace(bytes=nbytes)
 
 
 def _run(
@@ -281,31 +280,6 @@ def _strip(message: bytes) -> str:
     for prefix in ("error: ", "fatal: "):
         text = text.removeprefix(prefix)
     return text
-
-
-@dataclass(frozen=True)
-class TreeChanges:
-    """What a switch between two trees writes and removes (``git diff-tree``); gitlinks
-    count as the engine counts them (an empty directory made or removed)."""
-
-    written: list[bytes]  # paths added, modified or changing type
-    deleted: list[bytes]  # paths removed
-
-
-def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
-    """The paths ``git checkout`` updates and removes going from ``old_tree`` to
-    ``new_tree``: one ``diff-tree -r`` (unchanged subtrees are skipped by id, so it costs
-    what changed), run beside git's own checkout."""
-    out = git.out("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", old_tree, new_tree)
-    fields = out.split(b"\0")
-    written: list[bytes] = []
-    deleted: list[bytes] = []
-    for k in range(0, len(fields) - 1, 2):
-        meta, path = fields[k], fields[k + 1]
-        if not meta.startswith(b":"):
-            raise GitError(f"unexpected diff-tree output: {meta[:80]!r}")
-        (deleted if meta.endswith(b" D") else written).append(path)
-    return TreeChanges(written, deleted)
 
 
 def switch_counts(
