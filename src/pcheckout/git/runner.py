@@ -84,7 +84,11 @@ class Git:
             self.version = git_version(self.exe)
 
     def argv(self, args: Sequence[str]) -> list[str]:
-        return [self.exe, "-C", str(self.cwd), *args]
+        # --no-pager: no output of ours goes to a terminal's pager, and without it every
+        # command that sets up a repository reads all its config files once more
+        # (git.c run_builtin: check_pager_config -> read_early_config) to look for
+        # pager.<cmd>: on a 1 ms mount ~5 round trips, ~11 with a config.worktree.
+        return [self.exe, "-C", str(self.cwd), "--no-pager", *args]
 
     def log(self, cmd: Sequence[str]) -> None:
         if self.debug is not None:
