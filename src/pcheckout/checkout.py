@@ -104,9 +104,13 @@ def _checkout(
         if first.writer == "git" and not opts.force and not opts.dry_run:
             assert lock is not None  # taken by _open for every run that writes
             return _switch_by_git(ctx, opts, target, fs, lock)
-    (entries, head_entries), have = both(
+    # A sparse checkout's pattern file is read beside the listing too (open, read and
+    # close are ~4 round trips on a mount).
+    fresh = not state.switching
+    sparse = fresh and config_bool(ctx.config.get("core.sparsecheckout"), False)
+    (entries, head_entries), (have, sparsity) = both(
         lambda: _list(ctx, target, state, sizes),
-        lambda: local_objects(ctx.git) if partial and not state.switching else None,
+        lambda: _beside_listing(ctx, partial and fresh, sparse),
     )
     check_entries(entries, ctx.config)
     if state.switching:
@@ -116,7 +120,7 @@ def _checkout(
         raise WorktreeNotEmptyError(
             f"working tree {root} is not empty and has no index: " + quote_paths(state.occupied)
         )
-    sel = _select(ctx, entries, have)
+    sel = _select(ctx, entries, have, sparsity)
     wanted = range(len(entries)) if sel is None else sel.wanted
     # Sizes are listed for a dry run only (ls-tree -l reads every blob's header): otherwise
     # every size is -1 and the sum, 8 ms of Python at 40k entries, would be 0 anyway.
@@ -370,21 +374,37 @@ def _switch_by_git(
     return result
 
 
-def _select(ctx: Context, entries: list[Entry], have: set[str] | None) -> Selection | None:
+def _select(
+    ctx: Context, entries: list[Entry], have: set[str] | None, sparsity: Sparsity | None
+) -> Selection | None:
     """Step 3: what is written.  None: everything, and every blob is here (no sparse
     checkout, no promisor remote); only then are git.sparse and write.partial (with the
     engine they import) not imported at all (see the switch import above).  ``have``: a
-    partial clone's local objects, listed beside the tree."""
+    partial clone's local objects, ``sparsity`` the sparse-checkout rules (``_sparsity``),
+    both read beside the tree's listing."""
     sparse = config_bool(ctx.config.get("core.sparsecheckout"), False)
     if not sparse and not promisor_remotes(ctx.config):
         return None
-    from pcheckout.git.sparse import load as load_sparsity
     from pcheckout.write.partial import select
 
-    sparsity: Sparsity | None = (
-        load_sparsity(ctx.git, ctx.config, ctx.repo.git_dir) if sparse else None
-    )
     return select(ctx, entries, sparsity, have=have)
+
+
+def _beside_listing(
+    ctx: Context, partial: bool, sparse: bool
+) -> tuple[set[str] | None, Sparsity | None]:
+    """What a fresh checkout reads while the tree is listed: a partial clone's local
+    objects and a sparse checkout's rules (each only if asked for)."""
+    if partial and sparse:
+        return both(lambda: local_objects(ctx.git), lambda: _sparsity(ctx))
+    return local_objects(ctx.git) if partial else None, _sparsity(ctx) if sparse else None
+
+
+def _sparsity(ctx: Context) -> Sparsity | None:
+    """The worktree's sparse-checkout rules (None: no pattern file, a full checkout)."""
+    from pcheckout.git.sparse import load as load_sparsity
+
+    return load_sparsity(ctx.git, ctx.config, ctx.repo.git_dir)
 
 
 def _fetch_attributes(ctx: Context, entries: list[Entry], sel: Selection) -> None:
