@@ -643,3 +643,35 @@ def test_v4_varint_matches_git() -> None:
     data = encode_index(entries, version=4)
     assert decode_index(data).entries == tuple(entries)
     assert data[:-20].endswith(b"\x81\x2c{\0")  # "zz{": drop 300 of long_a's 302 bytes
+
+
+@pytest.mark.parametrize("hash_name", ["sha1", "sha256"])
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_zero_stat_rows_encode_as_their_full_fields(hash_name: str, version: int) -> None:
+    """A row given as (mode, oid) is the same bytes as its eleven fields with zero stat
+    data, among ordinary rows, extended or not."""
+    rawsz = RAWSZ[hash_name]
+    paths = [b"a", b"a/b/c.txt", b"a/b/d", b"dir/" + b"n" * 0x1000, b"z"]
+
+    def rows(short: bool) -> list[tuple[bytes, object, int, int]]:
+        out: list[tuple[bytes, object, int, int]] = []
+        for k, p in enumerate(paths):
+            oid = bytes([k + 1]) * rawsz
+            mode = 0o120000 if k == 2 else 0o100644
+            ext = EXT_FLAG_SKIP_WORKTREE if k % 2 else 0
+            if k == 0:  # real stat data
+                out.append((p, (1, 2, 3, 4, 5, 6, mode, 7, 8, 9, oid), 0, ext))
+            elif short:
+                out.append((p, (mode, oid), 0, ext))
+            else:
+                out.append((p, (0, 0, 0, 0, 0, 0, mode, 0, 0, 0, oid), 0, ext))
+        return out
+
+    for extended in (False, True):
+        picked = [r for r in rows(True) if extended or not r[3]]
+        full = [r for r in rows(False) if extended or not r[3]]
+        kw = {"version": version, "hash_name": hash_name, "extended": extended}
+        short_bytes = encode_rows(picked, len(picked), **kw)  # type: ignore[arg-type]
+        assert short_bytes == encode_rows(full, len(full), **kw)  # type: ignore[arg-type]
+        decoded = decode_index(bytes(short_bytes), hash_name=hash_name)
+        assert [e.path for e in decoded.entries] == [r[0] for r in picked]

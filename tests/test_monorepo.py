@@ -97,6 +97,42 @@ def test_cone_checkout_writes_only_the_cone(
         )
 
 
+def _entry_records(data: bytes) -> tuple[bytes, list[bytes]]:
+    """A v2/v3 sha1 index's header and its entries' raw records (padding included), the
+    stat data of entries without skip-worktree zeroed: ours and git's differ only there."""
+    count = int.from_bytes(data[8:12], "big")
+    off, out = 12, []
+    for _ in range(count):
+        flags = int.from_bytes(data[off + 60 : off + 62], "big")
+        extended = bool(flags & 0x4000)
+        skipped = extended and bool(int.from_bytes(data[off + 62 : off + 64], "big") & 0x4000)
+        start = off + 62 + (2 if extended else 0)
+        end = data.index(b"\0", start)
+        size = (end - off + 8) & ~7
+        rec = bytearray(data[off : off + size])
+        if not skipped:
+            rec[0:24] = bytes(24)
+            rec[28:40] = bytes(12)
+        out.append(bytes(rec))
+        off += size
+    return data[:12], out
+
+
+@pytest.mark.parametrize("dirs", [["docs"], ["src/lib", "x/y"]], ids=" ".join)
+def test_cone_index_is_the_bytes_git_writes(tmp_path: Path, dirs: list[str]) -> None:
+    """Every entry's record, skip-worktree ones byte for byte, as git's own checkout
+    writes it (the stat data of the written files aside; git adds a cache tree)."""
+    _src, ours, theirs = _pair(tmp_path)
+    for w in (ours, theirs):
+        git(w, "sparse-checkout", "set", "--cone", *dirs)
+    _checkout(ours, writer="pcheckout")
+    git(theirs, "checkout", "-q", "main")
+    head, records = _entry_records((ours / ".git" / "index").read_bytes())
+    assert head[4:8] == b"\0\0\0\3"
+    assert (head, records) == _entry_records((theirs / ".git" / "index").read_bytes())
+    assert sum(r[62:64] == b"\x40\0" for r in records) == sum(skip_flags(ours).values()) > 0
+
+
 NON_CONE_SETS = [["*.md"], ["/src/", "!/src/lib/t/"], ["*", "!bulk/"], ["x/y", "top.txt"]]
 
 

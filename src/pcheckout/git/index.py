@@ -174,6 +174,8 @@ _stat_fields = attrgetter(
     "ctime_s", "ctime_ns", "mtime_s", "mtime_ns", "dev", "ino", "mode", "uid", "gid", "size", "oid"
 )
 _FIXED = {name: struct.Struct(f">10I{size}sH") for name, size in HASH_SIZES.items()}
+#: _FIXED for ZeroStatFields: six zero words, mode, three zero words, oid, flags
+_ZERO_STAT = {name: struct.Struct(f">24xI12x{size}sH") for name, size in HASH_SIZES.items()}
 _EXT_WORD = struct.Struct(">H")
 _PADDING = tuple(b"\0" * (ENTRY_ALIGN - r) for r in range(ENTRY_ALIGN))
 
@@ -275,8 +277,12 @@ def _check_conflicts(ordered: list[IndexEntry]) -> list[IndexEntry]:
 #: The fixed fields of one entry in on-disk order: ctime s/ns, mtime s/ns, dev, ino,
 #: mode, uid, gid, size, then the raw object id.
 Fields = tuple[int, int, int, int, int, int, int, int, int, int, bytes]
+#: The fixed fields of an entry with all-zero stat data (a skip-worktree entry, as git
+#: records one) given as just (mode, raw oid): packed at a third of the cost, which
+#: counts where most of a sparse checkout's entries are outside its cone.
+ZeroStatFields = tuple[int, bytes]
 #: What the encoder takes per entry: path, fixed fields, flags, extended flags.
-Row = tuple[bytes, Fields, int, int]
+Row = tuple[bytes, "Fields | ZeroStatFields", int, int]
 
 
 def _rows(entries: Iterable[IndexEntry]) -> Iterator[Row]:
@@ -362,6 +368,7 @@ def encode_rows(
     fixed = _FIXED[hash_name]
     fixed_size = fixed.size
     pack = fixed.pack
+    pack_zero = _ZERO_STAT[hash_name].pack
     pack_ext = _EXT_WORD.pack
     pad = _PADDING
     varints = _SMALL_VARINTS
@@ -381,7 +388,11 @@ def encode_rows(
             raise _bad_row(p, oid, rawsz)
         flags = (eflags & keep) | (n if n < name_mask else name_mask)
         try:
-            if ext:
+            if len(fields) == 2:  # ZeroStatFields
+                buf += pack_zero(fields[0], oid, flags | FLAG_EXTENDED if ext else flags)
+                if ext:
+                    buf += pack_ext(ext)
+            elif ext:
                 buf += pack(*fields, flags | FLAG_EXTENDED)
                 buf += pack_ext(ext)
             else:

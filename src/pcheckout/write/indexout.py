@@ -80,12 +80,6 @@ def index_entry(e: Entry, packed: bytes) -> ix.IndexEntry:
     )
 
 
-def skip_worktree_fields(e: Entry) -> ix.Fields:
-    """An entry outside the sparse checkout: zero stat data, as git records it
-    (``ls-files --debug`` shows all-zero ctime/mtime/dev/ino/uid/gid/size)."""
-    return (0, 0, 0, 0, 0, 0, e.mode, 0, 0, 0, bytes.fromhex(e.oid))
-
-
 def write_fresh_index(
     ctx: Context,
     entries: Sequence[Entry],
@@ -108,10 +102,13 @@ def write_fresh_index(
         order = sorted(range(n), key=lambda i: entries[i].path)
 
     def rows() -> Iterator[ix.Row]:
+        fromhex = bytes.fromhex
         for i in order:
             e, packed = entries[i], stats[i]
             if skip is not None and skip[i]:
-                yield e.path, skip_worktree_fields(e), 0, ix.EXT_FLAG_SKIP_WORKTREE
+                # Outside the sparse checkout: zero stat data, as git records it (``ls-files
+                # --debug`` shows all-zero ctime/mtime/dev/ino/uid/gid/size).
+                yield e.path, (e.mode, fromhex(e.oid)), 0, ix.EXT_FLAG_SKIP_WORKTREE
                 continue
             if packed is None:
                 raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
