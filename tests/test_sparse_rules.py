@@ -10,7 +10,8 @@ import pytest
 from helpers import make_repo
 from sparsehelp import git_sparse_set, skip_flags
 
-from pcheckout.git.sparse import parse
+from pcheckout.git.sparse import Sparsity, parse
+from pcheckout.git.tree import Entry
 
 PATHS = [
     "top.txt", "README", "a/x.txt", "a/b/y.txt", "a/b/c/z.md", "a/b/c/deep/q.txt", "b/x.txt",
@@ -71,6 +72,7 @@ def test_non_cone_patterns_match_as_git(repo: Path, patterns: list[str]) -> None
     data = "".join(p + "\n" for p in patterns).encode()
     sp = parse(data, cone=False)
     assert {p: sp.includes(p) for p in theirs} == theirs
+    assert _split(sp, theirs) == theirs
 
 
 @pytest.mark.parametrize("patterns", CONE, ids=lambda p: " ".join(p))
@@ -79,4 +81,18 @@ def test_cone_patterns_match_as_git_with_its_warnings(repo: Path, patterns: list
     data = "".join(p + "\n" for p in patterns).encode()
     sp = parse(data, cone=True)
     assert {p: sp.includes(p) for p in theirs} == theirs
+    assert _split(sp, theirs) == theirs
     assert sp.warnings == warnings
+
+
+def _split(sp: Sparsity, theirs: dict[bytes, bool]) -> dict[bytes, bool]:
+    """``split_entries`` over the paths in git's (the index's, ls-tree's) order, every
+    other one only (``todo``) and then all."""
+    entries = [Entry(p, 0o100644, "0" * 40, -1) for p in theirs]
+    odd = range(1, len(entries), 2)
+    wanted, skip = sp.split_entries(entries, odd)
+    assert wanted == [i for i in odd if not skip[i]]
+    assert not any(skip[i] for i in range(0, len(entries), 2))
+    wanted, skip = sp.split_entries(entries, range(len(entries)))
+    assert wanted == [i for i in range(len(entries)) if not skip[i]]
+    return {e.path: not skip[i] for i, e in enumerate(entries)}

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pcheckout.git.config import config_bool
 from pcheckout.git.index import EXT_FLAG_SKIP_WORKTREE, MODE_SPARSE_DIR, IndexEntry, sort_key
 from pcheckout.git.runner import Git
-from pcheckout.git.tree import list_tree
+from pcheckout.git.tree import Entry, list_tree
 
 __all__ = [
     "Pattern",
@@ -318,6 +318,36 @@ class Sparsity:
     def select(self, entries: Iterable[tuple[bytes, int]]) -> list[bool]:
         """``includes`` for each ``(path, mode)``."""
         return [self.includes(p, m) for p, m in entries]
+
+    def split_entries(
+        self, entries: Sequence[Entry], todo: Iterable[int]
+    ) -> tuple[list[int], list[bool]]:
+        """``includes`` for ``entries[i]``, i in ``todo``: the indexes of those in, and per
+        entry of ``entries`` whether it is out (recorded with skip-worktree only).  In cone
+        mode a directory wholly in or out decides once for the run of entries directly
+        in it (tree order keeps them together): ~4000 of a cone's entries are out."""
+        skip = [False] * len(entries)
+        wanted: list[int] = []
+        append = wanted.append
+        last: bytes | None = None
+        verdict: bool | None = None  # the directory's answer; None: each entry decides
+        for i in todo:
+            e = entries[i]
+            path = e[0]
+            parent = path.rpartition(b"/")[0]
+            if parent != last:
+                last = parent
+                default = self._dir_default(parent) if parent else NOT_MATCHED
+                verdict = None
+                if self.cone and default == MATCHED_RECURSIVE:
+                    verdict = True
+                elif self.cone and default == _OUT_BELOW:
+                    verdict = False
+            if verdict if verdict is not None else self.includes(path, e[1]):
+                append(i)
+            else:
+                skip[i] = True
+        return wanted, skip
 
     def collapsible(self, directory: bytes) -> bool:
         """Is ``directory`` (no trailing "/") wholly outside a cone?  Only these are

@@ -78,14 +78,10 @@ def select(
     (found without fetching; an ordinary clone costs nothing here).  ``have``: the
     local objects if already listed (``promisor.local_objects``)."""
     todo = range(len(entries)) if candidates is None else candidates
-    skip = [False] * len(entries)
-    wanted: list[int] = []
-    for i in todo:
-        e = entries[i]
-        if sparsity is not None and not sparsity.includes(e.path, e.mode):
-            skip[i] = True
-        else:
-            wanted.append(i)
+    if sparsity is None:
+        wanted, skip = list(todo), [False] * len(entries)
+    else:
+        wanted, skip = sparsity.split_entries(entries, todo)
     sel = Selection(wanted, skip, warnings=list(sparsity.warnings) if sparsity else [])
     sel.remotes = promisor_remotes(ctx.config)
     if sel.remotes and wanted:
