@@ -4,10 +4,14 @@ side (a mount that answers ESTALE or EIO) is in test_netfaults.py."""
 from __future__ import annotations
 
 import errno
+import os
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from pcheckout.errors import WriteError
+from pcheckout.fs import files, retry
 from pcheckout.fs.retry import MAX_ATTEMPTS, GaveUp, retrying
 
 
@@ -50,3 +54,106 @@ def test_gives_up_after_the_bound_and_says_so() -> None:
     assert msg == (
         f"cannot write d/f: {info.value.strerror} (ESTALE); gave up after {MAX_ATTEMPTS} attempts"
     )
+
+
+# -- streamed files (fs/files.py): a fresh stream per attempt, the failed one read to its end
+def _stream(pieces: list[bytes], read: list[int]) -> Callable[[Callable[[bytes], None]], None]:
+    def fill(sink: Callable[[bytes], None]) -> None:
+        for piece in pieces:
+            read[0] += 1
+            sink(piece)
+
+    return fill
+
+
+def test_a_streamed_file_is_written_again_from_a_fresh_stream(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retry, "BACKOFF_S", (0.0,))
+    real_write = files.write_all
+    failures = [errno.EIO]
+
+    def write_all(fd: int, data: bytes) -> None:
+        if failures:
+            raise OSError(failures.pop(), "injected")
+        real_write(fd, data)
+
+    monkeypatch.setattr(files, "write_all", write_all)
+    pieces = [b"%d" % i * 1000 for i in range(10)]
+    first, fresh = [0], [0]
+    asked: list[int] = []
+
+    def again() -> Callable[[Callable[[bytes], None]], None]:
+        asked.append(1)
+        return _stream(pieces, fresh)
+
+    dest = files.Destination(os.fsencode(tmp_path))
+    packed = dest.write_file(b"d/big", 0o100644, None, _stream(pieces, first), again)
+    # The failed stream was read to its end (its source stays in step), one fresh one asked.
+    assert first == [10] and fresh == [10] and asked == [1]
+    assert (tmp_path / "d" / "big").read_bytes() == b"".join(pieces)
+    assert files.unpack_stat(packed).size == len(b"".join(pieces))
+
+
+def test_a_failed_create_leaves_the_first_stream_for_the_next_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retry, "BACKOFF_S", (0.0,))
+    real_open = os.open
+    failures = [errno.ESTALE]
+
+    def fake_open(path: bytes, flags: int, mode: int = 0o777) -> int:
+        if failures and path.endswith(b"big"):
+            raise OSError(failures.pop(), "injected")
+        return real_open(path, flags, mode)
+
+    monkeypatch.setattr(files.os, "open", fake_open)
+    first = [0]
+
+    def again() -> Callable[[Callable[[bytes], None]], None]:
+        raise AssertionError("the first stream was never read")
+
+    dest = files.Destination(os.fsencode(tmp_path))
+    dest.write_file(b"big", 0o100644, None, _stream([b"a", b"b"], first), again)
+    assert first == [2] and (tmp_path / "big").read_bytes() == b"ab"
+
+
+def test_a_streamed_file_that_keeps_failing_is_removed_and_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(retry, "BACKOFF_S", (0.0,))
+    real_write = files.write_all
+
+    def write_all(fd: int, data: bytes) -> None:
+        real_write(fd, data[:1])  # something reaches the file, then the error
+        raise OSError(errno.ESTALE, "injected")
+
+    monkeypatch.setattr(files, "write_all", write_all)
+    streams: list[list[int]] = []
+
+    def fill() -> Callable[[Callable[[bytes], None]], None]:
+        streams.append([0])
+        return _stream([b"xy", b"z"], streams[-1])
+
+    dest = files.Destination(os.fsencode(tmp_path))
+    with pytest.raises(WriteError) as info:
+        dest.write_file(b"big", 0o100644, None, fill(), fill)
+    assert str(info.value) == (
+        f"cannot write big: injected (ESTALE); gave up after {MAX_ATTEMPTS} attempts"
+    )
+    assert streams == [[2]] * MAX_ATTEMPTS
+    assert not (tmp_path / "big").exists()
+
+
+def test_other_errors_stop_a_stream_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def write_all(fd: int, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, "injected")
+
+    monkeypatch.setattr(files, "write_all", write_all)
+    first = [0]
+    dest = files.Destination(os.fsencode(tmp_path))
+    with pytest.raises(WriteError, match=r"^cannot write big: injected \(ENOSPC\)$"):
+        dest.write_file(b"big", 0o100644, None, _stream([b"a", b"b"], first), lambda: 1 / 0)  # type: ignore[arg-type,return-value]
+    assert first == [1] and not (tmp_path / "big").exists()

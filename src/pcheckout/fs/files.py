@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 from pcheckout.errors import WriteError
 from pcheckout.fdio import write_all
-from pcheckout.fs.retry import retrying
+from pcheckout.fs.retry import retryable, retrying
 from pcheckout.git.tree import MODE_EXEC, MODE_FILE
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "Abandoned",
     "Destination",
     "DirMaker",
+    "Fill",
     "StatData",
     "full_path",
     "pack_stat",
@@ -161,6 +162,40 @@ class DirMaker:
 Fill = Callable[[Callable[[bytes], None]], None]
 
 
+class _Streams:
+    """The streams of one file's attempts: the first as given (until an attempt has
+    used it: a create that failed did not), then a fresh one per attempt."""
+
+    def __init__(self, first: Fill, again: Callable[[], Fill]) -> None:
+        self._first: Fill | None = first
+        self._again = again
+
+    def next(self) -> Fill:
+        first, self._first = self._first, None
+        return first if first is not None else self._again()
+
+
+def _fill_to(fd: int, fill: Fill) -> None:
+    """Write what ``fill`` streams to ``fd``.  After a write fails with an error worth
+    another attempt, the rest of the stream is read and dropped (its source stays in
+    step), then that error is raised; any other error is raised at once."""
+    failed: list[OSError] = []
+
+    def sink(chunk: bytes) -> None:
+        if failed:
+            return
+        try:
+            write_all(fd, chunk)
+        except OSError as exc:
+            if not retryable(exc):
+                raise
+            failed.append(exc)
+
+    fill(sink)
+    if failed:
+        raise failed[0]
+
+
 class Destination:
     """Creates entries under ``root``; ``overwrite`` replaces what is in the way (resume,
     ``--force``); ``symlinks=False`` (git's ``core.symlinks``) writes a symlink as a plain
@@ -176,34 +211,52 @@ class Destination:
         self._made = self.dirs.made
 
     def write_file(
-        self, rel: bytes, mode: int, data: bytes | None, fill: Fill | None = None
+        self,
+        rel: bytes,
+        mode: int,
+        data: bytes | None,
+        fill: Fill | None = None,
+        again: Callable[[], Fill] | None = None,
     ) -> bytes:
         """Create file ``rel`` holding ``data``, or the pieces ``fill`` passes to its sink
         (large or converted contents); git mode ``mode`` 100755 makes it executable.
-        Return its packed stat data."""
+        Return its packed stat data.
+
+        On a network filesystem's transient error (fs/retry.py) the whole file is written
+        again, a bounded number of times: from ``data``, or for a streamed file from a
+        fresh stream that ``again()`` asks for (``fill``'s was consumed).  A stream whose
+        write failed that way is still read to its end, so that its source stays in step
+        (the next answer of a pipelined cat-file).  Without ``again`` a streamed file has
+        one attempt."""
         parent = rel.rpartition(b"/")[0]
         if parent and parent not in self._made:
             self.dirs.make(parent)
         path = self._prefix + rel
         perm = 0o777 if mode == MODE_EXEC else 0o666
-        if data is None:  # streamed: its bytes cannot be had again for another attempt
-            try:
-                return self._file_once(path, perm, data, fill, again=False)
-            except OSError as exc:
-                raise WriteError(rel, exc) from None
-        # In memory: on a network filesystem's transient error the whole file is
-        # written again (fs/retry.py), a bounded number of times.
         try:
-            return retrying(lambda n: self._file_once(path, perm, data, None, again=n > 0))
+            if data is not None:
+                return retrying(lambda n: self._file_once(path, perm, data, None, again=n > 0))
+            assert fill is not None
+            if again is None:  # its bytes cannot be had again for another attempt
+                return self._file_once(path, perm, None, lambda: fill, again=False)
+            streams = _Streams(fill, again)
+            return retrying(lambda n: self._file_once(path, perm, None, streams.next, again=n > 0))
         except OSError as exc:
             raise WriteError(rel, exc) from None
 
     def _file_once(
-        self, path: bytes, perm: int, data: bytes | None, fill: Fill | None, *, again: bool
+        self,
+        path: bytes,
+        perm: int,
+        data: bytes | None,
+        stream: Callable[[], Fill] | None,
+        *,
+        again: bool,
     ) -> bytes:
-        """One attempt at a file: create, fill, stat, close; on any failure the file is
-        removed (never left truncated) and the OSError raised as it came.  ``again``: an
-        earlier attempt failed, and what it may have left at ``path`` is its own."""
+        """One attempt at a file: create, fill (``data``, or the stream ``stream()`` gives,
+        asked for once the file exists), stat, close; on any failure the file is removed
+        (never left truncated) and the OSError raised as it came.  ``again``: an earlier
+        attempt failed, and what it may have left at ``path`` is its own."""
         try:
             fd = os.open(path, O_CREATE, perm)
         except FileExistsError:
@@ -216,8 +269,8 @@ class Destination:
                 if data is not None:
                     write_all(fd, data)
                 else:
-                    assert fill is not None
-                    fill(lambda chunk: write_all(fd, chunk))
+                    assert stream is not None
+                    _fill_to(fd, stream())
                 packed = pack_stat(os.fstat(fd))
             finally:
                 os.close(fd)

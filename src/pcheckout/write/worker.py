@@ -27,9 +27,9 @@ from pcheckout.errors import (
     PcheckoutError,
     quote_path,
 )
-from pcheckout.fs.files import Destination, unpack_stat
+from pcheckout.fs.files import Destination, Fill, unpack_stat
 from pcheckout.git.attributes import Conversion
-from pcheckout.git.catfile import REQUEST_WINDOW, SMALL_BLOB, CatFile
+from pcheckout.git.catfile import REQUEST_WINDOW, SMALL_BLOB, CatFile, State
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
 from pcheckout.write.journal import Journal
@@ -120,6 +120,8 @@ class Worker:
         self.journal = pool.journal
         self.cf: CatFile | None = None  # plain cat-file --batch, started when first needed
         self.plain: CatFile | None = None  # cat-file --filters, for the entries git converts
+        #: plain cat-file --batch asked again for a streamed file's blob, while it is retried
+        self.side: CatFile | None = None
         self.pending: deque[int] = deque()  # entries asked for, not yet answered
         self.sizes: deque[int] = deque()  # their request lengths (the same after a restart)
         self.pending_bytes = 0
@@ -165,7 +167,7 @@ class Worker:
 
     def kill(self) -> None:
         """Stop this worker's cat-file processes now (any state)."""
-        for proc in (self.cf, self.plain):
+        for proc in (self.cf, self.plain, self.side):
             if proc is not None:
                 proc.kill()
 
@@ -274,7 +276,9 @@ class Worker:
                 packed = dest.write_file(e.path, e.mode, data)
                 size = len(data)
             else:
-                packed = dest.write_file(e.path, e.mode, None, cf.read_filtered)
+                packed = dest.write_file(
+                    e.path, e.mode, None, cf.read_filtered, lambda: self._ask_again(cf, e)
+                )
                 size = unpack_stat(packed).size  # a new file holds what was written
         elif e.mode == MODE_SYMLINK:
             packed = dest.write_symlink(e.path, cf.read_small(size))
@@ -287,11 +291,46 @@ class Worker:
         elif size <= SMALL_BLOB:
             packed = dest.write_file(e.path, e.mode, cf.read_small(size))
         else:
-            packed = dest.write_file(e.path, e.mode, None, lambda sink: cf.stream_to(size, sink))
+            try:
+                packed = dest.write_file(
+                    e.path, e.mode, None, lambda sink: cf.stream_to(size, sink),
+                    lambda: self._fetch_again(e),
+                )  # fmt: skip
+            finally:
+                self._close_side()
         self._store(i, packed)
         counts = self.counts
         counts.files += 1
         counts.bytes += size
+
+    def _fetch_again(self, e: Entry) -> Fill:
+        """A fresh stream of ``e``'s blob, for another attempt at a streamed file after a
+        network filesystem error (the pipelined answer was consumed by the failed one):
+        asked of a side cat-file, started for this file and closed after it, so that the
+        pipeline's order is untouched.  If the side process dies, its CatFileError
+        restarts the pipeline as any cat-file failure does (entry ``e`` is still first)."""
+        side = self.side
+        if side is None or side.state is not State.OPEN:
+            if side is not None:
+                side.kill()
+            side = self.side = self.pool.open_catfile(self.wid, filters=False)
+        side.send(side.request_line(e.oid))
+        _kind, size = side.read_header(e.oid)  # the same object: a blob of the same size
+        return lambda sink: side.stream_to(size, sink)
+
+    def _close_side(self) -> None:
+        side, self.side = self.side, None
+        if side is not None:
+            with contextlib.suppress(CatFileError):
+                side.close()
+
+    def _ask_again(self, cf: CatFile, e: Entry) -> Fill:
+        """Converted contents once more from the ``--filters`` cat-file, asked and answered
+        one entry at a time, so nothing else is in its pipe (another attempt at a streamed
+        file after a network filesystem error)."""
+        cf.send(cf.request_line(e.oid, e.path))
+        cf.read_header(e.oid)
+        return cf.read_filtered
 
     def _write_filtered(self, i: int, e: Entry, conv: Conversion) -> None:
         """Entry ``i`` through git's filters, asked and answered at once (few paths: the
