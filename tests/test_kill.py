@@ -197,7 +197,8 @@ def lfs_mount(src: Path, request: pytest.FixtureRequest) -> Iterator[Path]:
         pytest.skip(f"latencyfs needs FUSE: {fuse_unavailable()}")
     name = request.node.name.replace("[", "-").replace("]", "")
     backing, mnt = src.parent / f"{name}-backing", src.parent / f"{name}-mnt"
-    lfs.mount(backing, mnt, latency_ms=0.2)
+    # (param: the kernel's attribute timeout; 0: every lstat asks the daemon)
+    lfs.mount(backing, mnt, latency_ms=0.2, cache_seconds=getattr(request, "param", 3.0))
     try:
         yield mnt
     finally:
@@ -216,11 +217,14 @@ def test_sigkill_on_the_latency_filesystem_then_rerun_equals_git(
 
 
 @pytest.mark.fuse
+@pytest.mark.parametrize("lfs_mount", [3.0, 0.0], ids=["cached", "uncached"], indirect=True)
 def test_kept_files_changed_after_the_kill_are_written_again_on_the_latency_filesystem(
     src: Path, theirs: Path, lfs_mount: Path
 ) -> None:
-    # There the re-run proves the recorded entries while it writes the others: what
-    # changed since the kill must still be found and written, in a second round.
+    # There the re-run proves the recorded entries: those the kernel answers from its
+    # caches first (cached: the files were written a moment ago), else while it writes
+    # the others (uncached: every lstat a round trip).  What changed since the kill must
+    # still be found and written, with the unrecorded ones or in a second round.
     ours = lfs_mount / "kill-changed"
     git(src.parent, "clone", "-q", "--shared", "--no-checkout", str(src), str(ours))
     proc = start_cli(["checkout", "-C", str(ours), "-q"])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pcheckout.errors import WriteError
-from pcheckout.fs import files, retry
+from pcheckout.fs import files, parallel, retry
 from pcheckout.fs.retry import MAX_ATTEMPTS, GaveUp, retrying
 
 
@@ -157,3 +157,29 @@ def test_other_errors_stop_a_stream_at_once(
     with pytest.raises(WriteError, match=r"^cannot write big: injected \(ENOSPC\)$"):
         dest.write_file(b"big", 0o100644, None, _stream([b"a", b"b"], first), lambda: 1 / 0)  # type: ignore[arg-type,return-value]
     assert first == [1] and not (tmp_path / "big").exists()
+
+
+# -- a resume's lstats (fs/parallel.py): in the calling thread while they come from caches
+def test_lstats_answered_fast_are_all_taken_in_this_thread(tmp_path: Path) -> None:
+    names = [b"f%03d" % i for i in range(300)]
+    for name in names[:-1]:
+        (tmp_path / name.decode()).write_bytes(b"x")
+    root = os.fsencode(tmp_path)
+    found = parallel.lstat_while_cached(root, names)
+    assert len(found) == 300 and found[-1] is None
+    assert [st is not None and st.st_size == 1 for st in found[:-1]] == [True] * 299
+
+
+def test_slow_lstats_stop_the_sequential_part_after_one_chunk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parallel, "CACHED_LSTAT_S", 0.0)  # every chunk counts as slow
+    names = [b"f%03d" % i for i in range(300)]
+    for name in names:
+        (tmp_path / name.decode()).write_bytes(b"%d" % len(name))
+    root = os.fsencode(tmp_path)
+    assert len(parallel.lstat_while_cached(root, names)) == parallel.CACHED_CHUNK
+    both = parallel.lstat_many_or_none(root, names, 8)  # the rest in threads, in order
+    assert [st.st_ino if st else None for st in both] == [
+        os.lstat(tmp_path / n.decode()).st_ino for n in names
+    ]
