@@ -201,3 +201,78 @@ def test_ctrl_c_to_the_process_group_stops_every_process(
     assert our_processes(ours) == []
     assert not (ours / ".git" / "index").exists()
     assert_nothing_partial(ours, files)
+
+
+#: A cat-file that passes git's answers on slowly (16 KiB every 10 ms) and ignores the
+#: terminal's signals, as does its git (a session of its own): a large blob is still
+#: being written when Ctrl-C comes, and only the writer's kill() stops the stream.
+TRICKLE = r"""
+import ctypes, os, signal, subprocess, sys, threading, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+die = lambda: ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+git = subprocess.Popen(sys.argv[1:], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                       preexec_fn=die, start_new_session=True)
+def pump():
+    while data := os.read(0, 65536):
+        git.stdin.write(data)
+        git.stdin.flush()
+    git.stdin.close()
+threading.Thread(target=pump, daemon=True).start()
+while chunk := git.stdout.read1(16384):
+    os.write(1, chunk)
+    time.sleep(0.01)
+"""
+#: The run under test, in a process of its own: forked writers whose cat-files are
+#: slow to kill, so that the parent's SIGTERM reaches a child in the middle of stopping.
+DRIVER = r"""
+import signal, subprocess, sys, time
+from pathlib import Path
+from pcheckout.checkout import CheckoutOptions, checkout
+from pcheckout.cli.main import _on_sigterm
+from pcheckout.write import forked
+forked.MIN_ENTRIES_PER_PROCESS, forked.MIN_ENTRIES = 5, 10
+signal.signal(signal.SIGTERM, _on_sigterm)
+class SlowToKill(subprocess.Popen):
+    def kill(self):
+        time.sleep(0.5)
+        super().kill()
+def spawn(argv, **kw):
+    return SlowToKill([sys.executable, "-c", sys.argv[2], *argv], **kw)
+checkout(CheckoutOptions(directory=Path(sys.argv[1]), workers=2, processes=True, spawn=spawn))
+"""
+
+
+def test_the_parents_sigterm_after_ctrl_c_leaves_no_file_cut_short(tmp_path: Path) -> None:
+    """Ctrl-C reaches the parent and the children; the parent then sends each child SIGTERM,
+    which came while a child was stopping its cat-file and cut its clean-up short: the
+    file its writer thread was streaming stayed on disk, partial."""
+    import subprocess
+    import sys
+
+    from faultkit import our_processes
+
+    files = {
+        b"a/big": bytes(range(256)) * 8192,  # 2 MiB: streamed, ~1.3 s through TRICKLE
+        **{b"b/f%02d" % i: b"%d\n" % i for i in range(20)},
+        b"c/big": bytes(range(255, -1, -1)) * 8192,
+        **{b"d/f%02d" % i: b"%d\n" % i for i in range(20)},
+    }
+    src = make_repo(tmp_path, files)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    run = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, str(ours), TRICKLE],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    big = ours / "a" / "big"
+    deadline = time.monotonic() + HANG_S
+    while not (big.exists() and big.stat().st_size > 0):
+        assert run.poll() is None and time.monotonic() < deadline, run.stderr
+        time.sleep(0.002)
+    os.killpg(run.pid, signal.SIGINT)
+    run.communicate(timeout=HANG_S)
+    assert run.returncode != 0
+    assert our_processes(ours) == []
+    assert_nothing_partial(ours, files)

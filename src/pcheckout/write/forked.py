@@ -47,6 +47,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from types import FrameType
 from typing import NoReturn
 
 from pcheckout.errors import PcheckoutError
@@ -245,6 +246,7 @@ def _child(
         try:
             for fd in parents_fds:
                 os.close(fd)
+            _interrupt_once()
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
             journal = opts.journal
             if journal is not None:
@@ -275,6 +277,33 @@ def _child(
         write_all(w, payload)
     finally:
         os._exit(code)  # no parent cleanup (atexit, finally blocks) in a child
+
+
+def _interrupt_once() -> None:
+    """In a child: the first SIGINT or SIGTERM interrupts it as its handler says (the
+    engine then kills its cat-file and joins its writer thread, which removes the file
+    it had begun); any later one is ignored.  A Ctrl-C reaches the parent and every child
+    at once, and the parent's ``_stop`` sends each child SIGTERM a moment later: raised in
+    the middle of that clean-up, it skipped the join, and ``os._exit`` ended the writer
+    thread in the middle of a file, which stayed cut short.  (A child that does not stop
+    within ``STOP_GRACE_S`` is killed, as before.)"""
+    fired: list[int] = []
+    for signum in _STOP_SIGNALS:
+        previous = signal.getsignal(signum)
+        if not callable(previous):
+            continue  # SIG_DFL, SIG_IGN: as before
+
+        def handler(
+            signum: int,
+            frame: FrameType | None,
+            previous: Callable[[int, FrameType | None], object] = previous,
+        ) -> None:
+            if fired:
+                return
+            fired.append(signum)
+            previous(signum, frame)
+
+        signal.signal(signum, handler)
 
 
 def _collect(
