@@ -76,11 +76,15 @@ def resolve_target(git: Git, rev: str) -> Target:
     the branch); else any commit-ish; else a unique remote-tracking branch
     (``--guess``).  One ``cat-file --batch-check`` answers the common case."""
     if rev and not rev.startswith("-") and "\n" not in rev:
-        names = ["HEAD^{tree}", "HEAD^{commit}", f"{rev}^{{commit}}", f"{rev}^{{tree}}"]
+        names = ["HEAD^{tree}", "HEAD^{commit}"]
+        if rev != "HEAD":  # each lookup of HEAD is several round trips on a network mount
+            names += [f"{rev}^{{commit}}", f"{rev}^{{tree}}"]
         if is_branch_name(rev):
             names += [f"refs/heads/{rev}^{{commit}}", f"refs/heads/{rev}^{{tree}}"]
         found = [f[0] if f else None for f in batch_check(git, names)]
         head = found[0], found[1]
+        if rev == "HEAD":
+            found[2:2] = [found[1], found[0]]
         if len(found) > 4 and found[4] and found[5]:
             return Target(found[4], found[5], rev, True, *head)
         if found[2] and found[3]:
