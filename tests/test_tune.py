@@ -270,9 +270,10 @@ def test_latency_filesystem_gets_a_clearly_larger_count_than_tmpfs(tmp_path: Pat
     # 5 ms per request: one worker is latency-bound, so more workers pay many times over.
     # Where they stop paying depends on spare CPU for the FUSE daemon (quiet dev VM: the knee
     # at 16 or more; at load 12 on its 2 vCPUs the best was at 8 and the 32-worker point fell
-    # below one worker's rate x4), so the test asserts the gain and a parallel knee, not where.
+    # below one worker's rate x4; in CI beside the suite's other FUSE tests the best was 2.44x
+    # one worker's, at 8), so the test asserts a gain and a parallel knee, not where.
     gain = max(curve.values()) / curve[1]
-    assert gain > 2.5 and slow.workers >= 4, slow.curve
+    assert gain > 2.0 and slow.workers >= 4, slow.curve
     # tmpfs is CPU-bound: its curve is flat or falls, so its knee is wherever noise puts it
     # (1-2 workers when the machine is quiet, 8-32 seen under load: more threads win a bigger
     # share of busy CPUs).  What separates the two is how much more workers gain.
