@@ -126,8 +126,31 @@ def assert_index_matches_lstat(work: Path) -> None:
         assert (e.uid, e.gid) == (st.st_uid, st.st_gid), e.path
 
 
+def snapshot_difference(ours: Path, theirs: Path) -> str:
+    """What differs between the two trees' snapshots, one short line per path
+    (a bare ``==`` on two large dicts tells nothing when it fails in CI)."""
+    a, b = snapshot(ours), snapshot(theirs)
+    lines = []
+    for key in sorted(a.keys() | b.keys()):
+        x, y = a.get(key), b.get(key)
+        if x != y:
+            lines.append(f"{key!r}: ours {_brief(x)}, git's {_brief(y)}")
+    return "\n".join(lines[:20] + ([f"... {len(lines) - 20} more"] if len(lines) > 20 else []))
+
+
+def _brief(v: tuple[object, ...] | None) -> str:
+    if v is None:
+        return "absent"
+    if v[0] == "f":
+        data = v[2]
+        assert isinstance(data, bytes)
+        return f"file exec={v[1]} {len(data)} bytes {data[:24]!r}"
+    return repr(v)
+
+
 def assert_same_as_git(ours: Path, theirs: Path) -> None:
-    assert snapshot(ours) == snapshot(theirs)
+    diff = snapshot_difference(ours, theirs)
+    assert not diff, "the trees differ:\n" + diff
     assert git(ours, "ls-files", "-s", "-z") == git(theirs, "ls-files", "-s", "-z")
     assert git(ours, "status", "--porcelain", "-z", "--ignored") == b""
     assert git(ours, "rev-parse", "HEAD") == git(theirs, "rev-parse", "HEAD")
