@@ -29,6 +29,7 @@ into place through the lock.
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -36,6 +37,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from pcheckout.context import Context, NullReporter, Reporter, both, concurrently
 from pcheckout.errors import (
     DestinationError,
+    GitError,
     Interrupted,
     WorktreeNotEmptyError,
     quote_paths,
@@ -49,7 +51,15 @@ from pcheckout.git.pathsafety import check_entries, entries_look_safe, tree_name
 from pcheckout.git.promisor import local_objects, promisor_remotes
 from pcheckout.git.refs import Target, resolve_target, update_head
 from pcheckout.git.runner import MIN_GIT, Git, discover, git_version
-from pcheckout.git.tree import Entry, TreeChanges, list_paths, list_tree, tree_changes
+from pcheckout.git.tree import (
+    Entry,
+    RootedListing,
+    TreeChanges,
+    list_paths,
+    list_rooted,
+    list_tree,
+    tree_changes,
+)
 from pcheckout.options import CheckoutOptions, ExportOptions, Result
 from pcheckout.plan.planner import plan_for
 from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
@@ -74,6 +84,7 @@ class _State(NamedTuple):
     occupied: list[bytes]  # names in the work tree besides .git
     previous: journal.Previous | None  # an interrupted checkout's marker, if any
     switching: bool  # populated, with an index: an incremental switch
+    listed: list[Entry] | None = None  # the target's entries, if listed beside round 1
 
     @property
     def resume(self) -> bool:
@@ -423,11 +434,20 @@ def _open(opts: CheckoutOptions, ui: Reporter) -> tuple[Context, Target, _State,
     # version (the runner is given the oldest supported one until it is known); their
     # errors count in this order: no git, no repository, then config and REV.
     git = Git(opts.directory, debug=ui.debug, version=(*MIN_GIT, 0))
-    (version, repo), (config, target) = both(
+    (version, repo), ((config, target), early) = both(
         lambda: both(lambda: git_version(git.exe), lambda: discover(git)),
-        lambda: both(lambda: read_config(git), lambda: resolve_target(git, opts.rev)),
+        lambda: both(
+            lambda: both(lambda: read_config(git), lambda: resolve_target(git, opts.rev)),
+            lambda: _early_listing(git, opts),
+        ),
     )
     git.version = version
+    listed = None
+    if early is not None:
+        if early.tree_id(repo.object_format) == target.tree:
+            listed = early.entries
+        else:
+            ui.debug(f"{opts.rev} was listed as another tree than {target.tree}: listed again")
     if repo.work_tree is None:
         raise DestinationError(
             f"{opts.directory} is a bare repository; use 'pcheckout export' to write a tree"
@@ -444,7 +464,28 @@ def _open(opts: CheckoutOptions, ui: Reporter) -> tuple[Context, Target, _State,
         raise
     switching = bool(occupied) and previous is None and repo.index_path.exists()
     ctx = Context(git, repo, config, ui, opts.environ, opts.spawn)
-    return ctx, target, _State(occupied, previous, switching), lock
+    return ctx, target, _State(occupied, previous, switching, listed), lock
+
+
+def _early_listing(git: Git, opts: CheckoutOptions) -> RootedListing | None:
+    """The target's listing, started beside round 1 (each git process is tens of round
+    trips on a network mount before it answers: ~60 ms on the 1 ms latency mount) where
+    the destination looks like a fresh checkout or a resume: ``.git`` alone, or beside
+    an interrupted run's journal.  A switch lists nothing entry by entry when git's
+    writer runs it, so it is not guessed at.  None where not tried or it failed (the
+    same error then comes from the ordinary path)."""
+    rev = opts.rev
+    if opts.dry_run or not rev or rev.startswith("-") or "\n" in rev:
+        return None
+    try:
+        names = os.listdir(opts.directory)
+        if ".git" not in names or (
+            len(names) > 1 and not os.path.exists(os.path.join(opts.directory, ".git", IN_PROGRESS))
+        ):
+            return None
+        return list_rooted(git, rev)
+    except (GitError, OSError):
+        return None
 
 
 def _list(
@@ -452,6 +493,8 @@ def _list(
 ) -> tuple[list[Entry], list[Entry]]:
     """Step 2: the target's entries, and HEAD's beside them when switching.
     Sizes cost git a header read per blob; only the dry run reports them."""
+    if state.listed is not None and not state.switching and not sizes:
+        return state.listed, []  # listed beside round 1 (_early_listing)
     calls = [lambda: list_tree(ctx.git, target.tree, sizes=sizes)]
     head_tree = target.head_tree
     if state.switching and head_tree is not None:

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
+from collections.abc import Callable
 from typing import NamedTuple
 
 from pcheckout.errors import GitError
@@ -39,17 +41,51 @@ def list_tree(git: Git, tree: str, *, sizes: bool = False) -> list[Entry]:
     if sizes:
         args.append("-l")
     args.append(tree)
+    entries: list[Entry] = []
+    modes: dict[bytes, int] = {}
+    _stream(git, args, lambda records: _parse(records, sizes, modes, entries))
+    return entries
+
+
+class RootedListing(NamedTuple):
+    """:func:`list_rooted`'s answer: the entries, and the root tree object they came from."""
+
+    entries: list[Entry]
+    root: bytes  # the root tree object's body, rebuilt from the top-level lines
+
+    def tree_id(self, hash_name: str) -> str:
+        """The root tree's object id (``hash_name``: the repository's object format)."""
+        h = hashlib.new(hash_name)
+        h.update(b"tree %d\0" % len(self.root))
+        h.update(self.root)
+        return h.hexdigest()
+
+
+def list_rooted(git: Git, rev: str) -> RootedListing:
+    """As :func:`list_tree` for a tree-ish ``rev`` not yet resolved, with the means to
+    check which tree was listed: ``-t`` adds the subtrees' lines, and the top-level ones
+    rebuild the root tree object (:meth:`RootedListing.tree_id`).  So a listing started
+    beside ``rev``'s resolution is known to be of the tree that resolution found, or not,
+    whatever moved in between."""
+    args = ["ls-tree", "-r", "-t", "-z", "--full-tree", rev]
+    entries: list[Entry] = []
+    top: list[bytes] = []
+    modes: dict[bytes, int] = {}
+    _stream(git, args, lambda records: _parse_rooted(records, modes, entries, top))
+    return RootedListing(entries, b"".join(top))
+
+
+def _stream(git: Git, args: list[str], parse: Callable[[list[bytes]], None]) -> None:
+    """Run ``git ARGS`` and hand its NUL-terminated records to ``parse`` as they arrive."""
     proc = git.popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                      stderr=subprocess.PIPE)  # fmt: skip
     assert proc.stdout is not None and proc.stderr is not None
-    entries: list[Entry] = []
-    modes: dict[bytes, int] = {}
     rest = b""
     try:
         while chunk := os.read(proc.stdout.fileno(), _CHUNK):
             records = (rest + chunk).split(b"\0")
             rest = records.pop()  # the unterminated tail, completed by the next chunk
-            _parse(records, sizes, modes, entries)
+            parse(records)
         err = proc.stderr.read()
     finally:
         proc.stdout.close()
@@ -59,11 +95,11 @@ def list_tree(git: Git, tree: str, *, sizes: bool = False) -> list[Entry]:
         raise GitError(f"'{' '.join(args)}' failed", cmd=git.argv(args), stderr=err)
     if rest:
         raise GitError(f"unexpected ls-tree output: {rest[:80]!r}")
-    return entries
 
 
 #: Bytes read from ls-tree at a time: a pipe's capacity (git fills the next as Python parses).
 _CHUNK = 1 << 16
+MODE_TREE = 0o40000
 
 
 def _parse(records: list[bytes], sizes: bool, modes: dict[bytes, int], out: list[Entry]) -> None:
@@ -80,6 +116,27 @@ def _parse(records: list[bytes], sizes: bool, modes: dict[bytes, int], out: list
         if sizes and len(fields) > 3 and fields[3] != b"-":
             size = int(fields[3])
         append(Entry(path, mode, fields[2].decode("ascii"), size))
+
+
+def _parse_rooted(
+    records: list[bytes], modes: dict[bytes, int], out: list[Entry], top: list[bytes]
+) -> None:
+    """:func:`_parse` of ``ls-tree -r -t`` (no sizes): subtrees are not entries; the
+    top-level lines go to ``top`` as the root tree object holds them (git's tree entry:
+    octal mode without leading zeros, space, name, NUL, the binary object id)."""
+    append = out.append
+    for record in records:
+        meta, sep, path = record.partition(b"\t")
+        if not sep:
+            raise GitError(f"unexpected ls-tree output: {record[:80]!r}")
+        fields = meta.split()
+        mode = modes.get(fields[0])
+        if mode is None:
+            mode = modes[fields[0]] = int(fields[0], 8)
+        if b"/" not in path:
+            top.append(b"%o %s\0%s" % (mode, path, bytes.fromhex(fields[2].decode("ascii"))))
+        if mode != MODE_TREE:
+            append(Entry(path, mode, fields[2].decode("ascii"), -1))
 
 
 def list_paths(git: Git, tree: str) -> list[bytes]:

@@ -1,0 +1,127 @@
+"""The target's listing started beside round 1 (checkout.py ``_early_listing``): used
+only when it is provably of the tree that REV resolved to, for fresh checkouts and
+resumes; never guessed at for a switch."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, run_cli
+
+from pcheckout import checkout as checkout_mod
+from pcheckout.git.runner import MIN_GIT, Git
+from pcheckout.git.tree import list_rooted, list_tree
+from pcheckout.options import CheckoutOptions
+
+NAMES = [b"a", b"a.b", b"a0", b"b\nnl", b"tab\there", b"back\\slash", b"caf\xe9", b"z"]
+
+
+def _odd_repo(base: Path, object_format: str) -> Path:
+    """Names that sort around directories, bytes that are not UTF-8, every mode."""
+    repo = base / f"src-{object_format}"
+    git(base, "init", "-q", "-b", "main", f"--object-format={object_format}", repo.name)
+    rb = os.fsencode(repo)
+    for top in NAMES:
+        if top == b"a":
+            os.makedirs(rb + b"/a/b/c")
+            for n in (b"a/x", b"a/b/c/y", b"a/b.c"):
+                with open(rb + b"/" + n, "wb") as f:
+                    f.write(n + b"\n")
+        else:
+            with open(rb + b"/" + top, "wb") as f:
+                f.write(top)
+    os.chmod(rb + b"/z", 0o755)
+    os.symlink(b"a/x", rb + b"/link")
+    git(repo, "add", "-A")
+    oid = "1" * (64 if object_format == "sha256" else 40)
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{oid},sub")
+    git(repo, "commit", "-q", "-m", "one")
+    return repo
+
+
+@pytest.mark.parametrize("object_format", ["sha1", "sha256"])
+def test_the_rooted_listing_rebuilds_the_tree_id_git_has(
+    tmp_path: Path, object_format: str
+) -> None:
+    repo = _odd_repo(tmp_path, object_format)
+    g = Git(repo, version=(*MIN_GIT, 0))
+    listing = list_rooted(g, "HEAD")
+    tree = git(repo, "rev-parse", "HEAD^{tree}").decode().strip()
+    assert listing.tree_id(object_format) == tree
+    assert listing.entries == list_tree(g, tree)
+    assert {e.mode for e in listing.entries} == {0o100644, 0o100755, 0o120000, 0o160000}
+    # another tree's listing does not pass for this one
+    git(repo, "rm", "-q", "--cached", "a.b")
+    git(repo, "commit", "-q", "-m", "two")
+    assert list_rooted(g, "HEAD").tree_id(object_format) != tree
+
+
+def _two_commits(tmp_path: Path) -> Path:
+    repo = tmp_path / "src"
+    git(tmp_path, "init", "-q", "-b", "main", "src")
+    (repo / "d").mkdir()
+    (repo / "d" / "old").write_bytes(b"old\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "one")
+    (repo / "d" / "new").write_bytes(b"new\n")
+    (repo / "top").write_bytes(b"top\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "two")
+    return repo
+
+
+def test_a_listing_of_another_tree_is_listed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As if the branch moved between the listing and REV's resolution: the early listing
+    # is of HEAD~1, and the checkout must still write (and index) HEAD's tree.
+    src = _two_commits(tmp_path)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    theirs = clone_with_git(src, tmp_path / "theirs")
+    seen: list[str] = []
+
+    def stale(g: Git, rev: str) -> object:
+        seen.append(rev)
+        return list_rooted(g, "HEAD~1")
+
+    monkeypatch.setattr(checkout_mod, "list_rooted", stale)
+    checkout_mod.checkout(CheckoutOptions(ours, writer="pcheckout"))
+    assert seen == ["HEAD"]
+    assert_same_as_git(ours, theirs)
+
+
+def _ls_tree_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if "running:" in line and " ls-tree " in line]
+
+
+@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+def test_a_fresh_checkout_lists_its_tree_once_beside_round_one(tmp_path: Path, writer: str) -> None:
+    src = _two_commits(tmp_path)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    theirs = clone_with_git(src, tmp_path / "theirs")
+    proc = run_cli("checkout", "-C", str(ours), "--debug", "--writer", writer)
+    assert proc.returncode == 0, proc.stderr
+    lines = _ls_tree_lines(proc.stderr)
+    assert len(lines) == 1 and " -t " in lines[0], lines
+    assert_same_as_git(ours, theirs)
+
+
+def test_a_switch_and_a_dry_run_list_nothing_early(tmp_path: Path) -> None:
+    src = _two_commits(tmp_path)
+    ours = clone_with_git(src, tmp_path / "ours", rev="HEAD~1")
+    fresh = clone_no_checkout(src, tmp_path / "fresh")
+    for args in (["-C", str(ours), "main"], ["-C", str(fresh), "--dry-run"]):
+        proc = run_cli("checkout", *args, "--debug")
+        assert proc.returncode == 0, proc.stderr
+        assert not any(" -t " in line for line in _ls_tree_lines(proc.stderr)), proc.stderr
+
+
+def test_an_unknown_revision_gives_the_ordinary_error(tmp_path: Path) -> None:
+    src = _two_commits(tmp_path)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    proc = run_cli("checkout", "-C", str(ours), "no-such-rev")
+    assert proc.returncode != 0
+    assert proc.stderr.count("\n") == 1 and "no-such-rev" in proc.stderr, proc.stderr
+    assert sorted(os.listdir(ours)) == [".git"]
