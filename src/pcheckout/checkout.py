@@ -68,6 +68,7 @@ from pcheckout.write.gitwriter import Reporting, write_by_git
 
 if TYPE_CHECKING:
     from pcheckout.fs.detect import FsInfo
+    from pcheckout.git.catfile import Prestarted
     from pcheckout.git.sparse import Sparsity
     from pcheckout.write.partial import Selection
 
@@ -148,10 +149,45 @@ def _checkout(
         git_version=ctx.git.version,
         processes=opts.processes,
     )
+    catfiles = _prestart(ctx, plan, opts.dry_run)
+    try:
+        return _plan_and_write(ctx, opts, target, state, entries, sel, plan, fs, nbytes,
+                               lock, catfiles)  # fmt: skip
+    finally:
+        if catfiles is not None:
+            catfiles.close()
+
+
+def _prestart(ctx: Context, plan: WorkerPlan, dry_run: bool) -> Prestarted | None:
+    """The writers' plain cat-files, started while the run checks conversions and, for a
+    resume, what it keeps (``git/catfile.py`` Prestarted); only for writer threads
+    (forked writers start their own, and a fork must not copy these pipes)."""
+    if dry_run or plan.writer == "git" or plan.processes or plan.workers < 1:
+        return None
+    from pcheckout.git.catfile import Prestarted
+
+    return Prestarted(ctx.git, plan.workers, spawn=ctx.spawn)
+
+
+def _plan_and_write(
+    ctx: Context,
+    opts: CheckoutOptions,
+    target: Target,
+    state: _State,
+    entries: list[Entry],
+    sel: Selection | None,
+    plan: WorkerPlan,
+    fs: FsInfo,
+    nbytes: int,
+    lock: IndexLock | None,
+    catfiles: Prestarted | None,
+) -> Result:
+    """Steps 4 (its conversions) to 8."""
+    wanted = len(entries) if sel is None else len(sel.wanted)
     conversion = _plan_conversion(ctx, target, entries, sel, plan, opts.dry_run)
     result = Result(
         "resume" if state.resume else "checkout",
-        len(wanted),
+        wanted,
         nbytes,
         plan,
         fs,
@@ -176,7 +212,7 @@ def _checkout(
         if plan.writer == "git":
             return _write_by_git(ctx, opts, target, plan, result, t0, jr, lock)
         return _write_by_engine(ctx, opts, target, state, entries, sel, conversion, plan, fs,
-                                result, t0, jr, lock)  # fmt: skip
+                                result, t0, jr, lock, catfiles)  # fmt: skip
     finally:
         jr.close()
 
@@ -291,6 +327,7 @@ def _write_by_engine(
     t0: float,
     jr: journal.Journal,
     lock: IndexLock,
+    catfiles: Prestarted | None,
 ) -> Result:
     """Steps 6-8 with pcheckout's engine: the entries (each recorded in ``jr`` once
     complete), the index from their stat data (committed through ``lock``), HEAD."""
@@ -314,6 +351,7 @@ def _write_by_engine(
             previous=state.previous if state.resume else None,
             journal=jr,
             stat_threads=plan.workers if fs.latency_bound else 1,
+            catfiles=catfiles,
         ),
         sel,
         latency_bound=bool(fs.latency_bound),

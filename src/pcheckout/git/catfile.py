@@ -33,6 +33,7 @@ import errno
 import os
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from typing import IO, Any, NoReturn, Protocol
 
@@ -360,3 +361,58 @@ class CatFile:
         exc.request = req
         self._failure = exc
         raise exc
+
+
+class Prestarted:
+    """Plain ``cat-file --batch`` processes started ahead of the writers that will use them.
+
+    A cat-file is ready only once git has found the repository and read its config: on
+    a network mount tens of round trips (~70 ms on the 1 ms latency mount) that each
+    writer otherwise waits for before its first file.  Started here, in a thread, as soon
+    as the worker count is planned, they warm up while the run still checks the tree,
+    plans conversions and proves what a resume keeps.  :meth:`take` hands one over, or
+    (None) lets the writer start its own: then one fewer is started here, so there are
+    never more than ``count`` in all.  :meth:`close` kills those never taken."""
+
+    def __init__(self, git: Git, count: int, *, spawn: Spawn | None = None) -> None:
+        self._ready: list[CatFile] = []
+        self._lock = threading.Lock()
+        self._left = count  # still to be started, here or by a writer
+        self._closed = False
+        self._thread = threading.Thread(target=self._start, args=(git, spawn),
+                                        name="pcheckout-prestart", daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def _start(self, git: Git, spawn: Spawn | None) -> None:
+        while True:
+            with self._lock:
+                if self._left <= 0 or self._closed:
+                    return
+                self._left -= 1
+            try:
+                cf = CatFile(git, spawn=spawn, name="cat-file")
+            except CatFileError:
+                return  # a writer that starts its own gets the error, with its context
+            with self._lock:
+                if not self._closed:
+                    self._ready.append(cf)
+                    continue
+            cf.kill()  # closed meanwhile
+            return
+
+    def take(self) -> CatFile | None:
+        with self._lock:
+            if self._ready:
+                return self._ready.pop()
+            if self._left > 0:
+                self._left -= 1  # (the writer starts its own: one fewer here)
+            return None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True  # nothing more starts; one being started is killed
+        self._thread.join()
+        with self._lock:
+            left, self._ready = self._ready, []
+        for cf in left:
+            cf.kill()

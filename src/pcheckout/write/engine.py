@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from pcheckout.fs.files import Abandoned, Destination
 from pcheckout.git.attributes import Conversion
-from pcheckout.git.catfile import CatFile, Spawn
+from pcheckout.git.catfile import CatFile, Prestarted, Spawn
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import Entry
 from pcheckout.write.journal import Journal
@@ -94,8 +94,10 @@ class Engine:
         *,
         spawn: Spawn | None = None,
         skip: Sequence[bool] | None = None,
+        prestarted: Prestarted | None = None,
     ) -> None:
         self.git = git
+        self.prestarted = prestarted  # plain cat-files started ahead (git/catfile.py)
         self.entries = entries
         self.opts = opts
         self.spawn = spawn
@@ -252,15 +254,20 @@ class Engine:
 
     # -- the workers' side ---------------------------------------------------------
     def open_catfile(self, wid: int, *, filters: bool) -> CatFile:
-        """A new cat-file for worker ``wid``; every one is killed if the run is interrupted."""
-        cf = CatFile(
-            self.git,
-            filters=filters,
-            nul=self.opts.nul_requests and filters,
-            attr_source=self.opts.attr_source if filters else None,
-            spawn=self.spawn,
-            name=f"cat-file of worker {wid}",
-        )
+        """A new cat-file for worker ``wid`` (a plain one started ahead, if any is left);
+        every one is killed if the run is interrupted."""
+        cf = None if filters or self.prestarted is None else self.prestarted.take()
+        if cf is not None:
+            cf.name = f"cat-file of worker {wid}"
+        else:
+            cf = CatFile(
+                self.git,
+                filters=filters,
+                nul=self.opts.nul_requests and filters,
+                attr_source=self.opts.attr_source if filters else None,
+                spawn=self.spawn,
+                name=f"cat-file of worker {wid}",
+            )
         with self._procs_lock:
             self._procs.append(cf)
         if self.stopping.is_set():

@@ -29,7 +29,7 @@ from pcheckout.fdio import write_all
 from pcheckout.fs.files import full_path, pack_stat
 from pcheckout.fs.parallel import lstat_many_or_none, lstat_while_cached
 from pcheckout.git import attributes
-from pcheckout.git.catfile import CatFile
+from pcheckout.git.catfile import CatFile, Prestarted
 from pcheckout.git.config import config_bool
 from pcheckout.git.objects import blob_oid, file_blob_oid
 from pcheckout.git.runner import GIT_ATTR_SOURCE, GIT_CATFILE_Z
@@ -63,6 +63,8 @@ class WriteRequest:
     stat_threads: int = 1  # threads for a resume's lstats (the writers' where latency-bound)
     #: each entry's position in the tree listing (the journal's key); None: as in ``entries``
     positions: Sequence[int] | None = None
+    #: plain cat-files started ahead of the writers (checkout.py); the first round takes them
+    catfiles: Prestarted | None = None
 
 
 def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
@@ -139,7 +141,7 @@ def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
             ui.finish()
         return _finish(outcome, pre_stats, kept, None)
 
-    engine = Engine(git, entries, opts, spawn=ctx.spawn, skip=skip)
+    engine = Engine(git, entries, opts, spawn=ctx.spawn, skip=skip, prestarted=req.catfiles)
     start_ui()
     interval = controller.INTERVAL_S if adapt is not None else 0.1
     last_t, last_files, last_bytes = time.monotonic(), 0, 0
