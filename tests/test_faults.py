@@ -256,14 +256,28 @@ def _limit_files(n: int) -> Any:
     return pre
 
 
-def test_low_open_file_limit_means_fewer_workers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("writer", ["auto", "pcheckout"])
+def test_low_open_file_limit_means_fewer_workers(tmp_path: Path, writer: str) -> None:
     # 32 workers need ~130 descriptors; under a limit of 48 the engine starts
-    # as many as fit (measured: without that cap this tree fails with EMFILE).
+    # as many as fit (measured: without that cap this tree fails with EMFILE), and
+    # starts no more cat-files ahead of them than fit either.
     files = {b"d%d/f%04d" % (i % 17, i): b"%d\n" % i for i in range(2000)}
     src = make_repo(tmp_path, files)
     ours = clone_no_checkout(src, tmp_path / "ours")
     proc = subprocess.run(
-        [sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours), "-j", "32", "--no-adapt"],
+        [
+            sys.executable,
+            "-m",
+            "pcheckout",
+            "checkout",
+            "-C",
+            str(ours),
+            "-j",
+            "32",
+            "--no-adapt",
+            "--writer",
+            writer,
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         preexec_fn=_limit_files(48),

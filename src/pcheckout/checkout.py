@@ -165,8 +165,10 @@ def _prestart(ctx: Context, plan: WorkerPlan, dry_run: bool) -> Prestarted | Non
     if dry_run or plan.writer == "git" or plan.processes or plan.workers < 1:
         return None
     from pcheckout.git.catfile import Prestarted
+    from pcheckout.write.engine import fd_budget
 
-    return Prestarted(ctx.git, plan.workers, spawn=ctx.spawn)
+    # (no more than the open-file limit lets the writers have: the rest is the run's)
+    return Prestarted(ctx.git, min(plan.workers, fd_budget()), spawn=ctx.spawn)
 
 
 def _plan_and_write(

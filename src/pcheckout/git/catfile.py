@@ -400,6 +400,11 @@ class Prestarted:
             cf.kill()  # closed meanwhile
             return
 
+    def ready(self) -> int:
+        """How many are started and not yet taken."""
+        with self._lock:
+            return len(self._ready)
+
     def take(self) -> CatFile | None:
         with self._lock:
             if self._ready:

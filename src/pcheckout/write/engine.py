@@ -41,9 +41,12 @@ MIN_BATCH, MAX_BATCH, BATCHES_PER_WORKER = 1, 64, 8
 
 #: Open files one worker holds at most: its cat-file's stdin, stdout and stderr
 #: file, the same again for the plain cat-file that filtered mode uses for
-#: symlinks, and the file being written (7), rounded up for the pipes that
-#: exist briefly while a process starts.
-FDS_PER_WORKER = 8
+#: symlinks and for the side cat-file a streamed file's retry asks (fs/files.py),
+#: and the file being written (10), rounded up for the pipes that exist briefly
+#: while a process starts.
+FDS_PER_WORKER = 12
+#: Descriptors of one cat-file process: stdin, stdout, the stderr file.
+FDS_PER_CATFILE = 3
 #: Descriptors kept free for the main thread (git commands, the index, the
 #: marker) when the open-file limit caps the worker count.
 FDS_RESERVED = 16
@@ -151,7 +154,9 @@ class Engine:
         self.limit_history.append((0.0, self._limit))
         n = len(self.entries)
         threads = []
-        nworkers = max(1, min(self.opts.workers, n, _fd_budget())) if n else 0
+        # (the cat-files started ahead are open already, and a worker's share once taken)
+        held = 0 if self.prestarted is None else FDS_PER_CATFILE * self.prestarted.ready()
+        nworkers = max(1, min(self.opts.workers, n, fd_budget(held))) if n else 0
         self._split(n, nworkers)
         self._live = nworkers
         if nworkers == 0:
@@ -306,7 +311,7 @@ class Engine:
             p.kill()
 
 
-def _fd_budget() -> int:
+def fd_budget(held: int = 0) -> int:
     """How many workers the open-file limit (RLIMIT_NOFILE) leaves room for.
 
     A low ``ulimit -n`` then means fewer workers instead of EMFILE half way
@@ -325,4 +330,4 @@ def _fd_budget() -> int:
         in_use = len(os.listdir("/proc/self/fd"))
     except OSError:
         in_use = 3
-    return max(1, (soft - in_use - FDS_RESERVED) // FDS_PER_WORKER)
+    return max(1, (soft - (in_use - held) - FDS_RESERVED) // FDS_PER_WORKER)
