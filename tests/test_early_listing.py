@@ -1,6 +1,6 @@
-"""The target's listing started beside round 1 (checkout.py ``_early_listing``): used
-only when it is provably of the tree that REV resolved to, for fresh checkouts and
-resumes; never guessed at for a switch."""
+"""The target's listing and the sparse pattern file, read beside round 1 (checkout.py
+``_early``): the listing used only when it is provably of the tree that REV resolved to,
+for fresh checkouts and resumes; nothing guessed at for a switch."""
 
 from __future__ import annotations
 
@@ -125,3 +125,35 @@ def test_an_unknown_revision_gives_the_ordinary_error(tmp_path: Path) -> None:
     assert proc.returncode != 0
     assert proc.stderr.count("\n") == 1 and "no-such-rev" in proc.stderr, proc.stderr
     assert sorted(os.listdir(ours)) == [".git"]
+
+
+def test_a_linked_worktree_uses_its_own_sparse_patterns(tmp_path: Path) -> None:
+    # Its .git is a file: the pattern file guessed beside it is not the worktree's (that
+    # one is in .git/worktrees/NAME/info), and the main worktree's must not be taken.
+    src = tmp_path / "src"
+    git(tmp_path, "init", "-q", "-b", "main", "src")
+    for d in ("a", "b", "c"):
+        (src / d).mkdir()
+        (src / d / "f").write_bytes(d.encode() + b"\n")
+    (src / "top").write_bytes(b"top\n")
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "one")
+    main = tmp_path / "main"
+    git(tmp_path, "clone", "-q", "--no-checkout", str(src), str(main))
+    git(main, "sparse-checkout", "set", "--cone", "a")
+    results = {}
+    for tool in ("git", "pcheckout"):
+        wt = tmp_path / f"wt-{tool}"
+        git(main, "worktree", "add", "-q", "--no-checkout", "--detach", str(wt), "HEAD")
+        git(wt, "sparse-checkout", "set", "--cone", "b")
+        if tool == "git":
+            git(wt, "checkout", "-q", "HEAD")
+        else:
+            proc = run_cli("checkout", "-C", str(wt), "HEAD")
+            assert proc.returncode == 0, proc.stderr
+        results[tool] = (
+            sorted(p.relative_to(wt).as_posix() for p in wt.rglob("*") if ".git" not in p.parts),
+            git(wt, "ls-files", "-t"),
+        )
+    assert results["pcheckout"] == results["git"]
+    assert results["git"][0] == ["b", "b/f", "top"]

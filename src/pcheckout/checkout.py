@@ -86,6 +86,7 @@ class _State(NamedTuple):
     previous: journal.Previous | None  # an interrupted checkout's marker, if any
     switching: bool  # populated, with an index: an incremental switch
     listed: list[Entry] | None = None  # the target's entries, if listed beside round 1
+    patterns: _Patterns | None = None  # the sparse pattern file, if read beside round 1
 
     @property
     def resume(self) -> bool:
@@ -117,12 +118,12 @@ def _checkout(
             assert lock is not None  # taken by _open for every run that writes
             return _switch_by_git(ctx, opts, target, fs, lock)
     # A sparse checkout's pattern file is read beside the listing too (open, read and
-    # close are ~4 round trips on a mount).
+    # close are ~4 round trips on a mount), or was beside round 1 with it.
     fresh = not state.switching
     sparse = fresh and config_bool(ctx.config.get("core.sparsecheckout"), False)
     (entries, head_entries), (have, sparsity) = both(
         lambda: _list(ctx, target, state, sizes),
-        lambda: _beside_listing(ctx, partial and fresh, sparse),
+        lambda: _beside_listing(ctx, partial and fresh, sparse, state.patterns),
     )
     check_entries(entries, ctx.config)
     if state.switching:
@@ -442,20 +443,24 @@ def _select(
 
 
 def _beside_listing(
-    ctx: Context, partial: bool, sparse: bool
+    ctx: Context, partial: bool, sparse: bool, patterns: _Patterns | None
 ) -> tuple[set[str] | None, Sparsity | None]:
     """What a fresh checkout reads while the tree is listed: a partial clone's local
     objects and a sparse checkout's rules (each only if asked for)."""
-    if partial and sparse:
-        return both(lambda: local_objects(ctx.git), lambda: _sparsity(ctx))
-    return local_objects(ctx.git) if partial else None, _sparsity(ctx) if sparse else None
+    if partial and sparse and patterns is None:
+        return both(lambda: local_objects(ctx.git), lambda: _sparsity(ctx, None))
+    have = local_objects(ctx.git) if partial else None
+    return have, _sparsity(ctx, patterns) if sparse else None
 
 
-def _sparsity(ctx: Context) -> Sparsity | None:
-    """The worktree's sparse-checkout rules (None: no pattern file, a full checkout)."""
-    from pcheckout.git.sparse import load as load_sparsity
+def _sparsity(ctx: Context, patterns: _Patterns | None) -> Sparsity | None:
+    """The worktree's sparse-checkout rules (None: no pattern file, a full checkout);
+    ``patterns``: the pattern file as round 1 read it, if it did."""
+    from pcheckout.git import sparse
 
-    return load_sparsity(ctx.git, ctx.config, ctx.repo.git_dir)
+    if patterns is not None:
+        return sparse.from_patterns(ctx.config, patterns.data)
+    return sparse.load(ctx.git, ctx.config, ctx.repo.git_dir)
 
 
 def _fetch_attributes(ctx: Context, entries: list[Entry], sel: Selection) -> None:
@@ -478,16 +483,19 @@ def _open(opts: CheckoutOptions, ui: Reporter) -> tuple[Context, Target, _State,
         lambda: both(lambda: git_version(git.exe), lambda: discover(git)),
         lambda: both(
             lambda: both(lambda: read_config(git), lambda: resolve_target(git, opts.rev)),
-            lambda: _early_listing(git, opts),
+            lambda: _early(git, opts),
         ),
     )
     git.version = version
     listed = None
+    patterns = None
     if early is not None:
-        if early.tree_id(repo.object_format) == target.tree:
-            listed = early.entries
+        if early.listing.tree_id(repo.object_format) == target.tree:
+            listed = early.listing.entries
         else:
             ui.debug(f"{opts.rev} was listed as another tree than {target.tree}: listed again")
+        if Path(early.git_dir).resolve() == repo.git_dir:
+            patterns = _Patterns(early.patterns)
     if repo.work_tree is None:
         raise DestinationError(
             f"{opts.directory} is a bare repository; use 'pcheckout export' to write a tree"
@@ -504,28 +512,50 @@ def _open(opts: CheckoutOptions, ui: Reporter) -> tuple[Context, Target, _State,
         raise
     switching = bool(occupied) and previous is None and repo.index_path.exists()
     ctx = Context(git, repo, config, ui, opts.environ, opts.spawn)
-    return ctx, target, _State(occupied, previous, switching, listed), lock
+    return ctx, target, _State(occupied, previous, switching, listed, patterns), lock
 
 
-def _early_listing(git: Git, opts: CheckoutOptions) -> RootedListing | None:
-    """The target's listing, started beside round 1 (each git process is tens of round
-    trips on a network mount before it answers: ~60 ms on the 1 ms latency mount) where
-    the destination looks like a fresh checkout or a resume: ``.git`` alone, or beside
-    an interrupted run's journal.  A switch lists nothing entry by entry when git's
-    writer runs it, so it is not guessed at.  None where not tried or it failed (the
-    same error then comes from the ordinary path)."""
+class _Early(NamedTuple):
+    """What round 1 read beside the config and REV's resolution (``_early``)."""
+
+    listing: RootedListing
+    git_dir: str  # the git dir guessed: DIRECTORY/.git (used if discover agrees)
+    patterns: bytes | None  # its info/sparse-checkout; None: no such file
+
+
+class _Patterns(NamedTuple):
+    """The sparse-checkout pattern file as read in round 1 (None: there is none)."""
+
+    data: bytes | None
+
+
+def _early(git: Git, opts: CheckoutOptions) -> _Early | None:
+    """The target's listing and the sparse-checkout pattern file, read beside round 1
+    (each git process is tens of round trips on a network mount before it answers:
+    ``ls-tree -r`` took 57-71 ms on the 1 ms latency mount) where the destination looks
+    like a fresh checkout or a resume: ``.git`` alone, or beside an interrupted run's
+    journal.  A switch lists nothing entry by entry when git's writer runs it, so it is
+    not guessed at.  None where not tried or the listing failed (the same error then
+    comes from the ordinary path)."""
     rev = opts.rev
     if opts.dry_run or not rev or rev.startswith("-") or "\n" in rev:
         return None
+    git_dir = os.path.join(opts.directory, ".git")
     try:
         names = os.listdir(opts.directory)
         if ".git" not in names or (
-            len(names) > 1 and not os.path.exists(os.path.join(opts.directory, ".git", IN_PROGRESS))
+            len(names) > 1 and not os.path.exists(os.path.join(git_dir, IN_PROGRESS))
         ):
             return None
-        return list_rooted(git, rev)
+        listing = list_rooted(git, rev)
     except (GitError, OSError):
         return None
+    try:
+        with open(os.path.join(git_dir, "info", "sparse-checkout"), "rb") as f:
+            patterns: bytes | None = f.read()
+    except OSError:
+        patterns = None
+    return _Early(listing, git_dir, patterns)
 
 
 def _list(
@@ -534,7 +564,7 @@ def _list(
     """Step 2: the target's entries, and HEAD's beside them when switching.
     Sizes cost git a header read per blob; only the dry run reports them."""
     if state.listed is not None and not state.switching and not sizes:
-        return state.listed, []  # listed beside round 1 (_early_listing)
+        return state.listed, []  # listed beside round 1 (_early)
     calls = [lambda: list_tree(ctx.git, target.tree, sizes=sizes)]
     head_tree = target.head_tree
     if state.switching and head_tree is not None:

@@ -41,9 +41,11 @@ __all__ = [
     "Pattern",
     "Sparsity",
     "expand_sparse_directories",
+    "from_patterns",
     "load",
     "parse",
     "pattern_file",
+    "read_patterns",
     "split",
 ]
 
@@ -457,10 +459,21 @@ def load(
     else:
         out = git.out("rev-parse", "--git-path", "info/sparse-checkout").rstrip(b"\n")
         path = out if os.path.isabs(out) else os.fsencode(git.cwd) + b"/" + out
+    return from_patterns(config, read_patterns(path))
+
+
+def read_patterns(path: bytes) -> bytes | None:
+    """The pattern file's bytes; None if it cannot be read (a full checkout, as git)."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            return f.read()
     except OSError:
+        return None
+
+
+def from_patterns(config: Mapping[str, str], data: bytes | None) -> Sparsity | None:
+    """:func:`load` for a pattern file already read (``data``; None: there is none)."""
+    if data is None or not config_bool(config.get("core.sparsecheckout"), False):
         return None
     cone = config_bool(config.get("core.sparsecheckoutcone"), False)
     sp = parse(data, cone=cone, ignore_case=config_bool(config.get("core.ignorecase"), False))
