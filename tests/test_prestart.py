@@ -3,6 +3,8 @@ the writers, killed if never taken or if the run fails before it writes."""
 
 from __future__ import annotations
 
+import dataclasses
+import os
 import subprocess
 import threading
 import time
@@ -11,10 +13,11 @@ from typing import Any
 
 import pytest
 from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, make_repo
+from partialhelp import blobless_clone, serve
 
 from pcheckout import checkout as checkout_mod
 from pcheckout.errors import PcheckoutError
-from pcheckout.git.catfile import Prestarted
+from pcheckout.git.catfile import CatFile, Prestarted
 from pcheckout.git.runner import MIN_GIT, Git
 from pcheckout.options import CheckoutOptions
 
@@ -78,15 +81,16 @@ def test_catfiles_started_ahead_die_with_a_run_that_fails_before_writing(
 
 def test_close_kills_what_was_never_taken(src: Path) -> None:
     rec = Recorder()
-    pool = Prestarted(Git(src, version=(*MIN_GIT, 0)), 3, spawn=rec)
+    g = Git(src, version=(*MIN_GIT, 0))
+    pool = Prestarted(g, 3, spawn=rec)
     deadline = time.monotonic() + 10
     while len(rec.plain()) < 3 and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(0.05)  # the third handed to the pool
-    taken = pool.take()
+    taken = pool.take(g)
     assert taken is not None
     pool.close()
-    assert pool.take() is None
+    assert pool.take(g) is None
     alive = [p for _, p in rec.plain() if p.poll() is None]
     assert alive == [taken.proc]  # the one taken is its taker's to close; the rest are gone
     taken.kill()
@@ -100,23 +104,63 @@ def test_close_while_starting_leaves_nothing_running(src: Path) -> None:
     assert all(p.poll() is not None for _, p in rec.plain())
 
 
-def test_a_writer_that_starts_its_own_means_one_fewer_started_ahead(src: Path) -> None:
+def test_a_writer_waits_for_the_one_being_started(src: Path) -> None:
+    # (rather than start one more: there are never more than the count in all)
     rec = Recorder()
     slow = threading.Event()
 
     def spawn(argv: list[str], **kw: Any) -> subprocess.Popen[bytes]:
-        slow.wait(5)  # the pool is slow to start its first
+        slow.wait(10)  # the pool is slow to start its first
         return rec(argv, **kw)
 
-    pool = Prestarted(Git(src, version=(*MIN_GIT, 0)), 3, spawn=spawn)
-    assert pool.take() is None  # none ready: the writer starts its own
-    assert pool.take() is None
+    g = Git(src, version=(*MIN_GIT, 0))
+    pool = Prestarted(g, 1, spawn=spawn)
+    got: list[CatFile | None] = []
+    taker = threading.Thread(target=lambda: got.append(pool.take(g)))
+    deadline = time.monotonic() + 10
+    while not pool._starting and time.monotonic() < deadline:  # noqa: SLF001 - the test's clock
+        time.sleep(0.01)
+    taker.start()
+    taker.join(0.3)
+    assert taker.is_alive() and not rec.plain()  # waiting for the one being started
     slow.set()
+    taker.join(10)
+    (taken,) = got
+    assert taken is not None and taken.proc is rec.plain()[0][1]
+    assert pool.take(g) is None  # the count is used up: a writer starts its own now
+    pool.close()
+    assert len(rec.plain()) == 1
+    taken.kill()
+
+
+def test_a_writer_running_another_git_starts_its_own(src: Path) -> None:
+    # A partial clone's writers run with their own environment (a staging directory to
+    # read, no lazy fetch): a cat-file started without it is not theirs.
+    rec = Recorder()
+    g = Git(src, version=(*MIN_GIT, 0))
+    pool = Prestarted(g, 1, spawn=rec)
     deadline = time.monotonic() + 10
     while len(rec.plain()) < 1 and time.monotonic() < deadline:
         time.sleep(0.01)
-    time.sleep(0.2)
-    taken = pool.take()
+    time.sleep(0.1)
+    other = dataclasses.replace(g, env={**os.environ, "GIT_NO_LAZY_FETCH": "1"})
+    assert pool.take(other) is None
+    taken = pool.take(g)
+    assert taken is not None
     pool.close()
-    assert len(rec.plain()) == 1 and taken is not None and taken.proc is rec.plain()[0][1]
     taken.kill()
+
+
+def test_a_blobless_clone_starts_nothing_ahead(src: Path, tmp_path: Path) -> None:
+    # Its writers of fetched blobs run with their own environment: nothing is started
+    # ahead for them, and the checkout is still git's.
+    server = serve(src)
+    ours = blobless_clone(server, tmp_path / "ours")
+    theirs = clone_with_git(src, tmp_path / "theirs")
+    rec = Recorder()
+    opts = CheckoutOptions(ours, workers=4, writer="pcheckout", adapt=False, processes=False,
+                           spawn=rec)  # fmt: skip
+    checkout_mod.checkout(opts)
+    assert "pcheckout-prestart" not in [t for t, _ in rec.plain()]
+    assert all(p.poll() is not None for _, p in rec.plain())
+    assert_same_as_git(ours, theirs)

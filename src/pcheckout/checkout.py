@@ -150,7 +150,7 @@ def _checkout(
         git_version=ctx.git.version,
         processes=opts.processes,
     )
-    catfiles = _prestart(ctx, plan, opts.dry_run)
+    catfiles = _prestart(ctx, plan, opts.dry_run, sel)
     try:
         return _plan_and_write(ctx, opts, target, state, entries, sel, plan, fs, nbytes,
                                lock, catfiles)  # fmt: skip
@@ -159,11 +159,16 @@ def _checkout(
             catfiles.close()
 
 
-def _prestart(ctx: Context, plan: WorkerPlan, dry_run: bool) -> Prestarted | None:
+def _prestart(
+    ctx: Context, plan: WorkerPlan, dry_run: bool, sel: Selection | None
+) -> Prestarted | None:
     """The writers' plain cat-files, started while the run checks conversions and, for a
     resume, what it keeps (``git/catfile.py`` Prestarted); only for writer threads
-    (forked writers start their own, and a fork must not copy these pipes)."""
+    (forked writers start their own, and a fork must not copy these pipes) that run
+    this git as it is (a partial clone's writers of blobs still to fetch run another)."""
     if dry_run or plan.writer == "git" or plan.processes or plan.workers < 1:
+        return None
+    if sel is not None and sel.missing:
         return None
     from pcheckout.git.catfile import Prestarted
     from pcheckout.write.engine import fd_budget

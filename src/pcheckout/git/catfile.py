@@ -372,12 +372,16 @@ class Prestarted:
     as the worker count is planned, they warm up while the run still checks the tree,
     plans conversions and proves what a resume keeps.  :meth:`take` hands one over, or
     (None) lets the writer start its own: then one fewer is started here, so there are
-    never more than ``count`` in all.  :meth:`close` kills those never taken."""
+    never more than ``count`` in all.  They are handed only to a writer that runs the same
+    git (command line and environment: a partial clone's writers may read a staging
+    directory, or be told not to fetch).  :meth:`close` kills those never taken."""
 
     def __init__(self, git: Git, count: int, *, spawn: Spawn | None = None) -> None:
+        self._git = git
         self._ready: list[CatFile] = []
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self._left = count  # still to be started, here or by a writer
+        self._starting = False  # one is being started here: a writer waits for it
         self._closed = False
         self._thread = threading.Thread(target=self._start, args=(git, spawn),
                                         name="pcheckout-prestart", daemon=True)  # fmt: skip
@@ -389,24 +393,37 @@ class Prestarted:
                 if self._left <= 0 or self._closed:
                     return
                 self._left -= 1
+                self._starting = True
+            cf = None
             try:
                 cf = CatFile(git, spawn=spawn, name="cat-file")
             except CatFileError:
-                return  # a writer that starts its own gets the error, with its context
-            with self._lock:
-                if not self._closed:
-                    self._ready.append(cf)
-                    continue
-            cf.kill()  # closed meanwhile
-            return
+                pass  # a writer that starts its own gets the error, with its context
+            finally:
+                with self._lock:
+                    self._starting = False
+                    if cf is not None and not self._closed:
+                        self._ready.append(cf)
+                        cf = None
+                    elif cf is None:
+                        self._left = 0  # (it failed: stop starting)
+                    self._lock.notify_all()
+            if cf is not None:
+                cf.kill()  # closed meanwhile
+                return
 
     def ready(self) -> int:
         """How many are started and not yet taken."""
         with self._lock:
             return len(self._ready)
 
-    def take(self) -> CatFile | None:
+    def take(self, git: Git) -> CatFile | None:
+        """One started for ``git`` (waiting for one being started); None: start your own."""
+        if git.argv([]) != self._git.argv([]) or git.env != self._git.env:
+            return None
         with self._lock:
+            while not self._ready and self._starting:
+                self._lock.wait()
             if self._ready:
                 return self._ready.pop()
             if self._left > 0:

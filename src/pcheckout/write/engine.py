@@ -261,7 +261,7 @@ class Engine:
     def open_catfile(self, wid: int, *, filters: bool) -> CatFile:
         """A new cat-file for worker ``wid`` (a plain one started ahead, if any is left);
         every one is killed if the run is interrupted."""
-        cf = None if filters or self.prestarted is None else self.prestarted.take()
+        cf = None if filters or self.prestarted is None else self.prestarted.take(self.git)
         if cf is not None:
             cf.name = f"cat-file of worker {wid}"
         else:
