@@ -45,7 +45,6 @@ __all__ = [
     "load",
     "parse",
     "pattern_file",
-    "read_patterns",
     "split",
 ]
 
@@ -459,10 +458,10 @@ def load(
     else:
         out = git.out("rev-parse", "--git-path", "info/sparse-checkout").rstrip(b"\n")
         path = out if os.path.isabs(out) else os.fsencode(git.cwd) + b"/" + out
-    return from_patterns(config, read_patterns(path))
+    return from_patterns(config, _read_patterns(path))
 
 
-def read_patterns(path: bytes) -> bytes | None:
+def _read_patterns(path: bytes) -> bytes | None:
     """The pattern file's bytes; None if it cannot be read (a full checkout, as git)."""
     try:
         with open(path, "rb") as f:

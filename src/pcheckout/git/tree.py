@@ -16,6 +16,7 @@ MODE_FILE = 0o100644
 MODE_EXEC = 0o100755
 MODE_SYMLINK = 0o120000
 MODE_GITLINK = 0o160000
+MODE_TREE = 0o40000  # a subtree's line in ls-tree -t (git's tree entry writes it "40000")
 
 
 class Entry(NamedTuple):
@@ -99,7 +100,6 @@ def _stream(git: Git, args: list[str], parse: Callable[[list[bytes]], None]) -> 
 
 #: Bytes read from ls-tree at a time: a pipe's capacity (git fills the next as Python parses).
 _CHUNK = 1 << 16
-MODE_TREE = 0o40000
 
 
 def _parse(records: list[bytes], sizes: bool, modes: dict[bytes, int], out: list[Entry]) -> None:
