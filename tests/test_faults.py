@@ -264,20 +264,9 @@ def test_low_open_file_limit_means_fewer_workers(tmp_path: Path, writer: str) ->
     files = {b"d%d/f%04d" % (i % 17, i): b"%d\n" % i for i in range(2000)}
     src = make_repo(tmp_path, files)
     ours = clone_no_checkout(src, tmp_path / "ours")
+    args = ["checkout", "-C", str(ours), "-j", "32", "--no-adapt", "--writer", writer]
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pcheckout",
-            "checkout",
-            "-C",
-            str(ours),
-            "-j",
-            "32",
-            "--no-adapt",
-            "--writer",
-            writer,
-        ],  # fmt: skip
+        [sys.executable, "-m", "pcheckout", *args],
         capture_output=True,
         text=True,
         preexec_fn=_limit_files(48),

@@ -39,6 +39,20 @@ class Recorder:
     def plain(self) -> list[tuple[str, subprocess.Popen[bytes]]]:
         return [(t, p) for t, argv, p in self.started if argv[-1] == "--batch"]
 
+    def wait_for(self, n: int) -> None:
+        """Until ``n`` plain cat-files are started (10 s at most), and a moment more for
+        the last to be handed to its pool."""
+        deadline = time.monotonic() + 10
+        while len(self.plain()) < n and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.05)
+
+
+def _engine_opts(ours: Path, rec: Recorder) -> CheckoutOptions:
+    """Four writer threads, pcheckout's engine, no adapting: every writer takes work."""
+    return CheckoutOptions(ours, workers=4, writer="pcheckout", adapt=False, processes=False,
+                           spawn=rec)  # fmt: skip
+
 
 @pytest.fixture
 def src(tmp_path: Path) -> Path:
@@ -49,9 +63,7 @@ def test_the_writers_take_the_catfiles_started_ahead(src: Path, tmp_path: Path) 
     ours = clone_no_checkout(src, tmp_path / "ours")
     theirs = clone_with_git(src, tmp_path / "theirs")
     rec = Recorder()
-    opts = CheckoutOptions(ours, workers=4, writer="pcheckout", adapt=False, processes=False,
-                           spawn=rec)  # fmt: skip
-    checkout_mod.checkout(opts)
+    checkout_mod.checkout(_engine_opts(ours, rec))
     plain = rec.plain()
     # one per writer in all, started ahead unless a writer came first; none left
     assert len(plain) == 4
@@ -70,10 +82,8 @@ def test_catfiles_started_ahead_die_with_a_run_that_fails_before_writing(
         raise PcheckoutError("conversion planning failed")
 
     monkeypatch.setattr(checkout_mod, "_plan_conversion", fails)
-    opts = CheckoutOptions(ours, workers=4, writer="pcheckout", adapt=False, processes=False,
-                           spawn=rec)  # fmt: skip
     with pytest.raises(PcheckoutError, match="conversion planning failed"):
-        checkout_mod.checkout(opts)
+        checkout_mod.checkout(_engine_opts(ours, rec))
     assert rec.plain(), "nothing was started ahead"
     assert all(p.poll() is not None for _, p in rec.plain())
     assert not (ours / ".git" / "index.lock").exists()
@@ -83,10 +93,7 @@ def test_close_kills_what_was_never_taken(src: Path) -> None:
     rec = Recorder()
     g = Git(src, version=(*MIN_GIT, 0))
     pool = Prestarted(g, 3, spawn=rec)
-    deadline = time.monotonic() + 10
-    while len(rec.plain()) < 3 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.05)  # the third handed to the pool
+    rec.wait_for(3)
     taken = pool.take(g)
     assert taken is not None
     pool.close()
@@ -139,10 +146,7 @@ def test_a_writer_running_another_git_starts_its_own(src: Path) -> None:
     rec = Recorder()
     g = Git(src, version=(*MIN_GIT, 0))
     pool = Prestarted(g, 1, spawn=rec)
-    deadline = time.monotonic() + 10
-    while len(rec.plain()) < 1 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(0.1)
+    rec.wait_for(1)
     other = dataclasses.replace(g, env={**os.environ, "GIT_NO_LAZY_FETCH": "1"})
     assert pool.take(other) is None
     taken = pool.take(g)
@@ -158,9 +162,7 @@ def test_a_blobless_clone_starts_nothing_ahead(src: Path, tmp_path: Path) -> Non
     ours = blobless_clone(server, tmp_path / "ours")
     theirs = clone_with_git(src, tmp_path / "theirs")
     rec = Recorder()
-    opts = CheckoutOptions(ours, workers=4, writer="pcheckout", adapt=False, processes=False,
-                           spawn=rec)  # fmt: skip
-    checkout_mod.checkout(opts)
+    checkout_mod.checkout(_engine_opts(ours, rec))
     assert "pcheckout-prestart" not in [t for t, _ in rec.plain()]
     assert all(p.poll() is not None for _, p in rec.plain())
     assert_same_as_git(ours, theirs)
