@@ -140,6 +140,41 @@ def test_a_writer_waits_for_the_one_being_started(src: Path) -> None:
     taken.kill()
 
 
+def test_only_one_writer_waits_for_the_one_being_started(src: Path) -> None:
+    # A second writer starts its own at once, beside it, rather than queue behind the
+    # pool's one thread; there are still never more than the count in all.
+    rec = Recorder()
+    slow = threading.Event()
+
+    def spawn(argv: list[str], **kw: Any) -> subprocess.Popen[bytes]:
+        if threading.current_thread().name == "pcheckout-prestart":
+            slow.wait(10)  # the pool is slow to start its first
+        return rec(argv, **kw)
+
+    g = Git(src, version=(*MIN_GIT, 0))
+    pool = Prestarted(g, 3, spawn=spawn)
+    deadline = time.monotonic() + 10
+    while not pool._starting and time.monotonic() < deadline:  # noqa: SLF001 - the test's clock
+        time.sleep(0.01)
+    got: list[CatFile | None] = []
+    first = threading.Thread(target=lambda: got.append(pool.take(g)))
+    first.start()
+    while not pool._claimed and time.monotonic() < deadline:  # noqa: SLF001
+        time.sleep(0.01)
+    assert pool.take(g) is None  # the second writer: start your own, now
+    assert first.is_alive() and not got
+    slow.set()
+    first.join(10)
+    rec.wait_for(2)
+    (taken,) = got
+    assert taken is not None and taken.proc in [p for _, p in rec.plain()]
+    pool.close()
+    # the pool started one for the first writer and one more; the second writer's own
+    # was the third of the count
+    assert len(rec.plain()) == 2
+    taken.kill()
+
+
 def test_a_writer_running_another_git_starts_its_own(src: Path) -> None:
     # A partial clone's writers run with their own environment (a staging directory to
     # read, no lazy fetch): a cat-file started without it is not theirs.
