@@ -1,6 +1,8 @@
 """The target's listing and the sparse pattern file, read beside round 1 (checkout.py
 ``_early``): the listing used only when it is provably of the tree that REV resolved to,
-for fresh checkouts and resumes; nothing guessed at for a switch."""
+for fresh checkouts and resumes; nothing guessed at for a switch.  And what a thread does
+meanwhile (``_Ahead``): the filesystem detected, the engine's modules imported where it
+will write."""
 
 from __future__ import annotations
 
@@ -11,9 +13,11 @@ import pytest
 from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, run_cli
 
 from pcheckout import checkout as checkout_mod
+from pcheckout.fs import detect as detect_mod
 from pcheckout.git.runner import MIN_GIT, Git
 from pcheckout.git.tree import list_rooted, list_tree
 from pcheckout.options import CheckoutOptions
+from pcheckout.plan import planner
 
 NAMES = [b"a", b"a.b", b"a0", b"b\nnl", b"tab\there", b"back\\slash", b"caf\xe9", b"z"]
 
@@ -157,3 +161,50 @@ def test_a_linked_worktree_uses_its_own_sparse_patterns(tmp_path: Path) -> None:
         )
     assert results["pcheckout"] == results["git"]
     assert results["git"][0] == ["b", "b/f", "top"]
+
+
+def test_the_plan_uses_the_filesystem_detected_beside_round_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = _odd_repo(tmp_path, "sha1")
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    theirs = clone_with_git(src, tmp_path / "theirs")
+
+    def again(*args: object, **kw: object) -> object:
+        raise AssertionError("the filesystem was detected a second time")
+
+    monkeypatch.setattr(planner, "detect", again)
+    result = checkout_mod.checkout(CheckoutOptions(ours))
+    assert result.filesystem.path == str(ours)
+    assert_same_as_git(ours, theirs)
+
+
+@pytest.mark.parametrize(
+    ("latency_bound", "writer", "dry_run", "imported"),
+    [
+        (True, None, False, True),
+        (True, "pcheckout", False, True),
+        (False, None, False, False),  # git's writer will run: nothing spent before it
+        (True, "git", False, False),
+        (True, None, True, False),  # a dry run writes nothing
+    ],
+)
+def test_the_engine_modules_are_imported_ahead_only_where_the_engine_will_write(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    latency_bound: bool,
+    writer: str | None,
+    dry_run: bool,
+    imported: bool,
+) -> None:
+    real = detect_mod.detect(tmp_path)
+    monkeypatch.setattr(
+        detect_mod, "detect", lambda path: real._replace(latency_bound=latency_bound)
+    )
+    names: list[str] = []
+    monkeypatch.setattr(checkout_mod.importlib, "import_module", names.append)
+    ahead = checkout_mod._Ahead(CheckoutOptions(tmp_path, writer=writer, dry_run=dry_run))
+    ahead.thread.join(10)
+    assert names == (list(checkout_mod.ENGINE_MODULES) if imported else [])
+    assert ahead.fs(tmp_path) is not None
+    assert ahead.fs(tmp_path / "elsewhere") is None  # another directory: detected again

@@ -29,7 +29,9 @@ into place through the lock.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import os
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -94,16 +96,22 @@ class _State(NamedTuple):
 
 
 def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
+    ahead = _Ahead(opts)
     ctx, target, state, lock = _open(opts, ui or NullReporter())
     try:
-        return _checkout(ctx, opts, target, state, lock)
+        return _checkout(ctx, opts, target, state, lock, ahead)
     finally:
         if lock is not None:
             lock.rollback()  # unless committed with the index: then nothing is left
 
 
 def _checkout(
-    ctx: Context, opts: CheckoutOptions, target: Target, state: _State, lock: IndexLock | None
+    ctx: Context,
+    opts: CheckoutOptions,
+    target: Target,
+    state: _State,
+    lock: IndexLock | None,
+    ahead: _Ahead,
 ) -> Result:
     # A partial clone lacks blobs: ls-tree -l would fetch each one for its size; which
     # are local is listed beside the tree (each git process costs round trips on a mount).
@@ -113,7 +121,7 @@ def _checkout(
         # Who writes is known from the filesystem alone; git's writer (without --force) is
         # git's whole checkout: its two-way merge, its local-change protection and messages,
         # so neither tree is listed entry by entry for it (40k entries: ~60 ms each).
-        fs, first = _plan_switch(ctx, opts, PARALLEL_THRESHOLD)
+        fs, first = _plan_switch(ctx, opts, PARALLEL_THRESHOLD, ahead.fs(_work_tree(ctx)))
         if first.writer == "git" and not opts.force and not opts.dry_run:
             assert lock is not None  # taken by _open for every run that writes
             return _switch_by_git(ctx, opts, target, fs, lock)
@@ -149,6 +157,7 @@ def _checkout(
         writer=opts.writer,
         git_version=ctx.git.version,
         processes=opts.processes,
+        fs=ahead.fs(root),
     )
     catfiles = _prestart(ctx, plan, opts.dry_run, sel)
     try:
@@ -157,6 +166,55 @@ def _checkout(
     finally:
         if catfiles is not None:
             catfiles.close()
+
+
+#: The modules pcheckout's engine path imports (and theirs): ~30 ms of imports on this VM,
+#: which the main thread would otherwise pay after round 1 (``_Ahead``).
+ENGINE_MODULES = (
+    "pcheckout.write.partial",
+    "pcheckout.write.indexout",
+    "pcheckout.git.sparse",
+    "pcheckout.git.catfile",
+)
+
+
+class _Ahead:
+    """What a run does in a thread while round 1's git processes run (each spends tens of
+    round trips on a network mount before it answers: round 1 took ~90-130 ms on the 1 ms
+    latency mount): detect the destination's filesystem, and where it is latency-bound (so
+    pcheckout's engine will write) import the engine's modules, which the main thread then
+    finds loaded.  Where git's writer runs (a local disk, tmpfs) nothing is imported: those
+    modules would be CPU spent before git's writer starts.  The package's imports run one
+    way (no cycle), so importing from two threads cannot deadlock."""
+
+    def __init__(self, opts: CheckoutOptions) -> None:
+        self._path = os.path.abspath(opts.directory)
+        self._imports = not opts.dry_run and opts.writer != "git"
+        self._fs: FsInfo | None = None
+        self._detected = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="pcheckout-ahead", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            from pcheckout.fs.detect import detect
+
+            self._fs = detect(self._path)
+        except Exception:  # noqa: BLE001 - the main thread detects again, and reports
+            return
+        finally:
+            self._detected.set()
+        if self._imports and self._fs.latency_bound:
+            for name in ENGINE_MODULES:
+                try:
+                    importlib.import_module(name)
+                except Exception:  # noqa: BLE001 - the main thread's import reports it
+                    return
+
+    def fs(self, root: Path) -> FsInfo | None:
+        """The filesystem of ``root`` if it is the directory detected (None: detect it)."""
+        self._detected.wait()
+        return self._fs if self._path == str(root) else None
 
 
 def _prestart(
