@@ -45,7 +45,6 @@ from pcheckout.errors import (
     quote_paths,
 )
 from pcheckout.fs.listing import occupants
-from pcheckout.git import attributes
 from pcheckout.git.config import config_bool, read_config
 from pcheckout.git.indexsize import written_bytes
 from pcheckout.git.lock import IndexLock, scratch_index
@@ -63,13 +62,13 @@ from pcheckout.git.tree import (
     tree_changes,
 )
 from pcheckout.options import CheckoutOptions, ExportOptions, Result
-from pcheckout.plan.planner import plan_for
 from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
 from pcheckout.write import gitwriter, journal
 from pcheckout.write.gitwriter import Reporting, write_by_git
 
 if TYPE_CHECKING:
     from pcheckout.fs.detect import FsInfo
+    from pcheckout.git import attributes
     from pcheckout.git.catfile import Prestarted
     from pcheckout.git.sparse import Sparsity
     from pcheckout.write.partial import Selection
@@ -146,6 +145,8 @@ def _checkout(
     # Sizes are listed for a dry run only (ls-tree -l reads every blob's header): otherwise
     # every size is -1 and the sum, 8 ms of Python at 40k entries, would be 0 anyway.
     nbytes = sum(max(entries[i].size, 0) for i in wanted) if sizes else 0
+    from pcheckout.plan.planner import plan_for  # (imported beside round 1: _Ahead)
+
     fs, plan = plan_for(
         root,
         entries=len(wanted),
@@ -168,8 +169,12 @@ def _checkout(
             catfiles.close()
 
 
-#: The modules pcheckout's engine path imports (and theirs): ~30 ms of imports on this VM,
-#: which the main thread would otherwise pay after round 1 (``_Ahead``).
+#: The modules every checkout imports after round 1 (the planner with the detection, the
+#: attributes): ~30 ms of imports on this VM, paid beside round 1 (``_Ahead``).
+PLAN_MODULES = ("pcheckout.plan.planner", "pcheckout.git.attributes")
+
+#: The modules pcheckout's engine path imports (and theirs): ~30 ms more, paid beside
+#: round 1 only where the engine will write.
 ENGINE_MODULES = (
     "pcheckout.write.partial",
     "pcheckout.write.indexout",
@@ -181,11 +186,12 @@ ENGINE_MODULES = (
 class _Ahead:
     """What a run does in a thread while round 1's git processes run (each spends tens of
     round trips on a network mount before it answers: round 1 took ~90-130 ms on the 1 ms
-    latency mount): detect the destination's filesystem, and where it is latency-bound (so
-    pcheckout's engine will write) import the engine's modules, which the main thread then
-    finds loaded.  Where git's writer runs (a local disk, tmpfs) nothing is imported: those
-    modules would be CPU spent before git's writer starts.  The package's imports run one
-    way (no cycle), so importing from two threads cannot deadlock."""
+    latency mount): detect the destination's filesystem, import the modules every run
+    needs next, and where the filesystem is latency-bound (so pcheckout's engine will
+    write) the engine's, which the main thread then finds loaded.  Where git's writer runs
+    (a local disk, tmpfs) the engine's are not imported: CPU spent before git's writer
+    starts.  The package's imports run one way (no cycle), so importing from two threads
+    cannot deadlock."""
 
     def __init__(self, opts: CheckoutOptions) -> None:
         self._path = os.path.abspath(opts.directory)
@@ -204,12 +210,14 @@ class _Ahead:
             return
         finally:
             self._detected.set()
+        names: tuple[str, ...] = PLAN_MODULES
         if self._imports and self._fs.latency_bound:
-            for name in ENGINE_MODULES:
-                try:
-                    importlib.import_module(name)
-                except Exception:  # noqa: BLE001 - the main thread's import reports it
-                    return
+            names += ENGINE_MODULES
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the main thread's import reports it
+                return
 
     def fs(self, root: Path) -> FsInfo | None:
         """The filesystem of ``root`` if it is the directory detected (None: detect it)."""
@@ -306,6 +314,8 @@ def _plan_switch(
     ctx: Context, opts: CheckoutOptions, entries: int, fs: FsInfo | None = None
 ) -> tuple[FsInfo, WorkerPlan]:
     """A switch's plan for ``entries`` (it never adapts; its byte count is not known)."""
+    from pcheckout.plan.planner import plan_for  # (imported beside round 1: _Ahead)
+
     return plan_for(
         _work_tree(ctx),
         entries=entries,
@@ -329,6 +339,8 @@ def _plan_conversion(
     dry_run: bool,
 ) -> attributes.ConversionPlan:
     """Which paths convert, and how (``git/attributes.py``)."""
+    from pcheckout.git import attributes  # (imported beside round 1: _Ahead)
+
     if plan.writer == "git" and not dry_run:
         # git converts as it writes: only where attributes could come from is reported
         # (the per-path lookup is a check-attr process over every path, for the engine).
@@ -528,6 +540,8 @@ def _sparsity(ctx: Context, patterns: _Patterns | None) -> Sparsity | None:
 
 def _fetch_attributes(ctx: Context, entries: list[Entry], sel: Selection) -> None:
     """check-attr must find the tree's .gitattributes local (a partial clone)."""
+    from pcheckout.git import attributes
+
     fetched = attributes.fetch_attributes(ctx.git, entries, sel.remotes, only=sel.wanted)
     sel.missing.difference_update(fetched)
     sel.fetched_first = len(fetched)
