@@ -14,6 +14,8 @@ start of the CLI module:
 * ``S``: the writers' engine starts (imports, git rounds, listing, planning, a resume's
   proof of what it keeps);
 * ``F1``: the first file is written (S plus the writers' own start: their cat-files);
+* ``W1``: the last writer thread to write anything writes its first file (how long the
+  writers take to be all at work);
 * ``E``: the engine's last run returns (every file written);
 * ``T``: the command returns.
 
@@ -47,7 +49,7 @@ from bench import PROJECT, bench_env, compile_bytecode  # noqa: E402
 
 #: ``python -c WRAPPER OUT ARGS...``: the CLI with the three marks appended to OUT.
 WRAPPER = r"""
-import sys, time
+import sys, threading, time
 from pcheckout.fs import files
 from pcheckout.write import engine
 t0 = time.perf_counter()
@@ -59,9 +61,12 @@ def timed_run(self, *a, **k):
         return run(self, *a, **k)
     finally:
         marks["E"] = time.perf_counter() - t0
+firsts = {}
 def timed_write_file(self, *a, **k):
     out = write_file(self, *a, **k)
-    marks.setdefault("F1", time.perf_counter() - t0)
+    t = time.perf_counter() - t0
+    marks.setdefault("F1", t)
+    firsts.setdefault(threading.current_thread().name, t)
     return out
 engine.Engine.run, files.Destination.write_file = timed_run, timed_write_file
 from pcheckout.cli.main import main
@@ -69,12 +74,14 @@ try:
     code = main(sys.argv[2:])
 finally:
     marks["T"] = time.perf_counter() - t0
+    if firsts:
+        marks["W1"] = max(firsts.values())
     with open(sys.argv[1], "a") as f:
         f.write(" ".join(f"{k}={v:.4f}" for k, v in marks.items()) + "\n")
 sys.exit(code)
 """
 
-MARKS = ("S", "F1", "E", "T")
+MARKS = ("S", "F1", "W1", "E", "T")
 
 
 def main() -> int:
@@ -147,16 +154,16 @@ def main() -> int:
         what = f"re-run after a kill once {ns.kill_files} files were written"
     print(f"files={ns.files} latency={ns.latency_ms} ms runs={ns.runs}: {what}; "
           "medians (ms) from the CLI module's start")  # fmt: skip
-    print("| pcheckout | engine starts (S) | first file (F1) | F1 - S | engine per file left, "
-          "us | returns (T), min-max |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| pcheckout | engine starts (S) | first file (F1) | F1 - S | last writer's first "
+          "file (W1) | engine per file left, us | returns (T), min-max |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for label, _ in variants:
         m = {k: statistics.median(v) * 1000 for k, v in marks[label].items() if v}
         t = marks[label]["T"]
         spread = f"{min(t) * 1000:.0f}-{max(t) * 1000:.0f}"
         us = statistics.median(per_file[label]) * 1e6 if per_file[label] else float("nan")
-        print(f"| {label} | {m['S']:.0f} | {m['F1']:.0f} | {m['F1'] - m['S']:.0f} | {us:.0f} | "
-              f"{m['T']:.0f}, {spread} |")  # fmt: skip
+        print(f"| {label} | {m['S']:.0f} | {m['F1']:.0f} | {m['F1'] - m['S']:.0f} | "
+              f"{m['W1']:.0f} | {us:.0f} | {m['T']:.0f}, {spread} |")  # fmt: skip
     return 0
 
 
