@@ -72,7 +72,7 @@ def list_rooted(git: Git, rev: str) -> RootedListing:
     entries: list[Entry] = []
     top: list[bytes] = []
     modes: dict[bytes, int] = {}
-    _stream(git, args, lambda records: _parse_rooted(records, modes, entries, top))
+    _stream(git, args, lambda records: _parse(records, False, modes, entries, top))
     return RootedListing(entries, b"".join(top))
 
 
@@ -102,7 +102,17 @@ def _stream(git: Git, args: list[str], parse: Callable[[list[bytes]], None]) -> 
 _CHUNK = 1 << 16
 
 
-def _parse(records: list[bytes], sizes: bool, modes: dict[bytes, int], out: list[Entry]) -> None:
+def _parse(
+    records: list[bytes],
+    sizes: bool,
+    modes: dict[bytes, int],
+    out: list[Entry],
+    top: list[bytes] | None = None,
+) -> None:
+    """ls-tree's records as entries.  With ``top`` (``ls-tree -r -t``): subtrees are not
+    entries, and the top-level lines go to ``top`` as the root tree object holds them
+    (git's tree entry: octal mode without leading zeros, space, name, NUL, the binary
+    object id)."""
     append = out.append
     for record in records:
         meta, sep, path = record.partition(b"\t")
@@ -112,31 +122,15 @@ def _parse(records: list[bytes], sizes: bool, modes: dict[bytes, int], out: list
         mode = modes.get(fields[0])
         if mode is None:
             mode = modes[fields[0]] = int(fields[0], 8)
+        if top is not None:
+            if b"/" not in path:
+                top.append(b"%o %s\0%s" % (mode, path, bytes.fromhex(fields[2].decode("ascii"))))
+            if mode == MODE_TREE:
+                continue
         size = -1
         if sizes and len(fields) > 3 and fields[3] != b"-":
             size = int(fields[3])
         append(Entry(path, mode, fields[2].decode("ascii"), size))
-
-
-def _parse_rooted(
-    records: list[bytes], modes: dict[bytes, int], out: list[Entry], top: list[bytes]
-) -> None:
-    """:func:`_parse` of ``ls-tree -r -t`` (no sizes): subtrees are not entries; the
-    top-level lines go to ``top`` as the root tree object holds them (git's tree entry:
-    octal mode without leading zeros, space, name, NUL, the binary object id)."""
-    append = out.append
-    for record in records:
-        meta, sep, path = record.partition(b"\t")
-        if not sep:
-            raise GitError(f"unexpected ls-tree output: {record[:80]!r}")
-        fields = meta.split()
-        mode = modes.get(fields[0])
-        if mode is None:
-            mode = modes[fields[0]] = int(fields[0], 8)
-        if b"/" not in path:
-            top.append(b"%o %s\0%s" % (mode, path, bytes.fromhex(fields[2].decode("ascii"))))
-        if mode != MODE_TREE:
-            append(Entry(path, mode, fields[2].decode("ascii"), -1))
 
 
 def list_paths(git: Git, tree: str) -> list[bytes]:
