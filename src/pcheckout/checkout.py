@@ -96,12 +96,15 @@ class _State(NamedTuple):
 
 def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
     ahead = _Ahead(opts)
-    ctx, target, state, lock = _open(opts, ui or NullReporter())
     try:
-        return _checkout(ctx, opts, target, state, lock, ahead)
+        ctx, target, state, lock = _open(opts, ui or NullReporter())
+        try:
+            return _checkout(ctx, opts, target, state, lock, ahead)
+        finally:
+            if lock is not None:
+                lock.rollback()  # unless committed with the index: then nothing is left
     finally:
-        if lock is not None:
-            lock.rollback()  # unless committed with the index: then nothing is left
+        ahead.close()
 
 
 def _checkout(
@@ -191,25 +194,38 @@ class _Ahead:
     write) the engine's, which the main thread then finds loaded.  Where git's writer runs
     (a local disk, tmpfs) the engine's are not imported: CPU spent before git's writer
     starts.  The package's imports run one way (no cycle), so importing from two threads
-    cannot deadlock."""
+    cannot deadlock.
+
+    The thread ends only at :meth:`close`, when the run is over: on Python 3.10 a thread's
+    end is ``pthread_exit``, for which glibc may first load ``libgcc_s``, and with the
+    open-file limit used up by the run's pipes that aborts the process (SIGABRT after the
+    error line: ``test_open_file_limit_too_low_for_one_worker`` failed 3 of 5 runs on 3.10
+    while the thread ended on its own)."""
 
     def __init__(self, opts: CheckoutOptions) -> None:
         self._path = os.path.abspath(opts.directory)
         self._imports = not opts.dry_run and opts.writer != "git"
         self._fs: FsInfo | None = None
         self._detected = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="pcheckout-ahead", daemon=True)
-        self.thread.start()
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pcheckout-ahead", daemon=True)
+        self._thread.start()
 
     def _run(self) -> None:
+        try:
+            self._work()
+        finally:
+            self._detected.set()
+            self._closed.wait()
+
+    def _work(self) -> None:
         try:
             from pcheckout.fs.detect import detect
 
             self._fs = detect(self._path)
         except Exception:  # noqa: BLE001 - the main thread detects again, and reports
             return
-        finally:
-            self._detected.set()
+        self._detected.set()
         names: tuple[str, ...] = PLAN_MODULES
         if self._imports and self._fs.latency_bound:
             names += ENGINE_MODULES
@@ -218,6 +234,11 @@ class _Ahead:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - the main thread's import reports it
                 return
+
+    def close(self) -> None:
+        """Let the thread end (its work done first), and wait for it."""
+        self._closed.set()
+        self._thread.join()
 
     def fs(self, root: Path) -> FsInfo | None:
         """The filesystem of ``root`` if it is the directory detected (None: detect it)."""
