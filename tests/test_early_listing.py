@@ -204,8 +204,7 @@ def test_the_engine_modules_are_imported_ahead_only_where_the_engine_will_write(
     names: list[str] = []
     monkeypatch.setattr(checkout_mod.importlib, "import_module", names.append)
     ahead = checkout_mod._Ahead(CheckoutOptions(tmp_path, writer=writer, dry_run=dry_run))
-    ahead.close()
+    assert ahead.finish(tmp_path) is not None
     engine = list(checkout_mod.ENGINE_MODULES) if imported else []
     assert names == [*checkout_mod.PLAN_MODULES, *engine]
-    assert ahead.fs(tmp_path) is not None
-    assert ahead.fs(tmp_path / "elsewhere") is None  # another directory: detected again
+    assert ahead.finish(tmp_path / "elsewhere") is None  # another directory: detected again

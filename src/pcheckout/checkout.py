@@ -123,7 +123,7 @@ def _checkout(
         # Who writes is known from the filesystem alone; git's writer (without --force) is
         # git's whole checkout: its two-way merge, its local-change protection and messages,
         # so neither tree is listed entry by entry for it (40k entries: ~60 ms each).
-        fs, first = _plan_switch(ctx, opts, PARALLEL_THRESHOLD, ahead.fs(_work_tree(ctx)))
+        fs, first = _plan_switch(ctx, opts, PARALLEL_THRESHOLD, ahead.finish(_work_tree(ctx)))
         if first.writer == "git" and not opts.force and not opts.dry_run:
             assert lock is not None  # taken by _open for every run that writes
             return _switch_by_git(ctx, opts, target, fs, lock)
@@ -161,7 +161,7 @@ def _checkout(
         writer=opts.writer,
         git_version=ctx.git.version,
         processes=opts.processes,
-        fs=ahead.fs(root),
+        fs=ahead.finish(root),
     )
     catfiles = _prestart(ctx, plan, opts.dry_run, sel)
     try:
@@ -196,9 +196,11 @@ class _Ahead:
     starts.  The package's imports run one way (no cycle), so importing from two threads
     cannot deadlock.
 
-    The thread ends only at :meth:`close`, when the run is over: on Python 3.10 a thread's
+    The thread ends only when the main thread takes the filesystem (:meth:`finish`, once
+    round 1 is over, before anything is written: forked writers need the process's other
+    threads gone) or at :meth:`close`, if the run fails before: on Python 3.10 a thread's
     end is ``pthread_exit``, for which glibc may first load ``libgcc_s``, and with the
-    open-file limit used up by the run's pipes that aborts the process (SIGABRT after the
+    open-file limit used up by round 1's pipes that aborts the process (SIGABRT after the
     error line: ``test_open_file_limit_too_low_for_one_worker`` failed 3 of 5 runs on 3.10
     while the thread ended on its own)."""
 
@@ -206,7 +208,6 @@ class _Ahead:
         self._path = os.path.abspath(opts.directory)
         self._imports = not opts.dry_run and opts.writer != "git"
         self._fs: FsInfo | None = None
-        self._detected = threading.Event()
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pcheckout-ahead", daemon=True)
         self._thread.start()
@@ -215,7 +216,6 @@ class _Ahead:
         try:
             self._work()
         finally:
-            self._detected.set()
             self._closed.wait()
 
     def _work(self) -> None:
@@ -225,7 +225,6 @@ class _Ahead:
             self._fs = detect(self._path)
         except Exception:  # noqa: BLE001 - the main thread detects again, and reports
             return
-        self._detected.set()
         names: tuple[str, ...] = PLAN_MODULES
         if self._imports and self._fs.latency_bound:
             names += ENGINE_MODULES
@@ -240,9 +239,10 @@ class _Ahead:
         self._closed.set()
         self._thread.join()
 
-    def fs(self, root: Path) -> FsInfo | None:
-        """The filesystem of ``root`` if it is the directory detected (None: detect it)."""
-        self._detected.wait()
+    def finish(self, root: Path) -> FsInfo | None:
+        """The filesystem of ``root`` if it is the directory detected (None: detect it),
+        once the thread's work is done and the thread has ended."""
+        self.close()
         return self._fs if self._path == str(root) else None
 
 
