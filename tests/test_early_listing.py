@@ -13,6 +13,7 @@ import pytest
 from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, run_cli
 
 from pcheckout import checkout as checkout_mod
+from pcheckout import session
 from pcheckout.fs import detect as detect_mod
 from pcheckout.git.runner import MIN_GIT, Git
 from pcheckout.git.tree import list_rooted, list_tree
@@ -90,7 +91,7 @@ def test_a_listing_of_another_tree_is_listed_again(
         seen.append(rev)
         return list_rooted(g, "HEAD~1")
 
-    monkeypatch.setattr(checkout_mod, "list_rooted", stale)
+    monkeypatch.setattr(session, "list_rooted", stale)
     checkout_mod.checkout(CheckoutOptions(ours, writer="pcheckout"))
     assert seen == ["HEAD"]
     assert_same_as_git(ours, theirs)
@@ -202,9 +203,9 @@ def test_the_engine_modules_are_imported_ahead_only_where_the_engine_will_write(
         detect_mod, "detect", lambda path: real._replace(latency_bound=latency_bound)
     )
     names: list[str] = []
-    monkeypatch.setattr(checkout_mod.importlib, "import_module", names.append)
-    ahead = checkout_mod._Ahead(CheckoutOptions(tmp_path, writer=writer, dry_run=dry_run))
+    monkeypatch.setattr(session.importlib, "import_module", names.append)
+    ahead = session.Ahead(CheckoutOptions(tmp_path, writer=writer, dry_run=dry_run))
     assert ahead.finish(tmp_path) is not None
-    engine = list(checkout_mod.ENGINE_MODULES) if imported else []
-    assert names == [*checkout_mod.PLAN_MODULES, *engine]
+    engine = list(session.ENGINE_MODULES) if imported else []
+    assert names == [*session.PLAN_MODULES, *engine]
     assert ahead.finish(tmp_path / "elsewhere") is None  # another directory: detected again

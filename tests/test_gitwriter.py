@@ -23,10 +23,11 @@ from helpers import (
 from test_checkout import ODD_NAMES
 
 from pcheckout.checkout import CheckoutOptions, checkout
+from pcheckout.context import Context, NullReporter
 from pcheckout.errors import GitError, GitRefusedError
 from pcheckout.export import ExportOptions, export
 from pcheckout.git import runner
-from pcheckout.git.runner import Git
+from pcheckout.git.runner import Git, discover
 from pcheckout.write import gitwriter
 
 MANY = {b"d%d/f%03d" % (i % 4, i): b"%d\n" % i * (i % 9) for i in range(240)}
@@ -138,8 +139,9 @@ def test_export_writes_the_tree_alone(tmp_path: Path) -> None:
     git(src, "sparse-checkout", "set", "--no-cone", "/plain.txt")
     dest = tmp_path / "export"
     dest.mkdir()
-    repo_git_dir = src / ".git"
-    gitwriter.export_tree(Git(src), repo_git_dir, _tree(src), dest, workers=2, threshold=1)
+    g = Git(src)
+    ctx = Context(g, discover(g), {}, NullReporter(), dict(os.environ))
+    gitwriter.export_tree(ctx, _tree(src), dest, workers=2, threshold=1)
     via_checkout = clone_with_git(src, tmp_path / "theirs")
     expected = snapshot(via_checkout)
     assert snapshot(dest) == expected
@@ -214,7 +216,7 @@ def test_old_git_falls_back_to_the_engine(shm: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.delenv("PCHECKOUT_WRITER")
     old = lambda exe="git": (2, 31, 0)  # noqa: E731
     monkeypatch.setattr(runner, "git_version", old)
-    monkeypatch.setattr("pcheckout.checkout.git_version", old)  # asked beside rev-parse
+    monkeypatch.setattr("pcheckout.session.git_version", old)  # asked beside rev-parse
     src = make_repo(shm, MANY)
     theirs = clone_with_git(src, shm / "theirs")
     ours = clone_no_checkout(src, shm / "ours")

@@ -19,8 +19,10 @@ LAYERS = [
     {"pcheckout.plan"},
     {"pcheckout.context", "pcheckout.options"},
     {"pcheckout.write"},
-    {"pcheckout.switch", "pcheckout.export"},
-    {"pcheckout.checkout"},
+    {"pcheckout.session"},  # opening a checkout's run
+    {"pcheckout.decide"},  # each command's plan
+    {"pcheckout.apply"},  # carrying a plan out
+    {"pcheckout.checkout", "pcheckout.export"},
     # git clone, then checkout() (its public API); tune timing checkout() with each writer
     {"pcheckout.clone", "pcheckout.stage", "pcheckout.tunewriters"},
     {"pcheckout.cli", "pcheckout.__main__"},

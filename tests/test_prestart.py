@@ -16,6 +16,7 @@ from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, make_
 from partialhelp import blobless_clone, serve
 
 from pcheckout import checkout as checkout_mod
+from pcheckout.decide import checkout as decide_mod
 from pcheckout.errors import PcheckoutError
 from pcheckout.git.catfile import CatFile, Prestarted
 from pcheckout.git.runner import MIN_GIT, Git
@@ -81,7 +82,7 @@ def test_catfiles_started_ahead_die_with_a_run_that_fails_before_writing(
     def fails(*args: object, **kw: object) -> object:
         raise PcheckoutError("conversion planning failed")
 
-    monkeypatch.setattr(checkout_mod, "_plan_conversion", fails)
+    monkeypatch.setattr(decide_mod, "plan_conversion", fails)
     with pytest.raises(PcheckoutError, match="conversion planning failed"):
         checkout_mod.checkout(_engine_opts(ours, rec))
     assert rec.plain(), "nothing was started ahead"

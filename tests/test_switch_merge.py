@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from pcheckout.decide.merge import apply_local_changes, two_way_merge
 from pcheckout.git.index import IndexEntry
 from pcheckout.git.tree import MODE_EXEC, MODE_FILE, Entry
-from pcheckout.switch import apply_local_changes, two_way_merge
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 

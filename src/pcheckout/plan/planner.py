@@ -9,33 +9,33 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from pcheckout.errors import PcheckoutError
 from pcheckout.fs.detect import FsInfo, detect
 from pcheckout.plan import policy, tunecache
 
 
+class Asked(NamedTuple):
+    """What the user asked of the writers (``None``: not given, or ``auto``), with the
+    configuration and the git that would write (git's writer needs 2.32+)."""
+
+    workers: int | None  # --workers
+    writer: str | None  # --writer
+    adapt: bool  # False: --no-adapt (or a run that never adapts)
+    environ: Mapping[str, str]
+    config: Mapping[str, str]
+    git_version: tuple[int, int, int] = (0, 0, 0)
+    processes: bool | None = None  # forced forked engine workers (True) or threads (False)
+
+
 def plan_for(
-    root: Path,
-    *,
-    entries: int,
-    nbytes: int,
-    workers: int | None,
-    environ: Mapping[str, str],
-    config: Mapping[str, str],
-    adapt: bool,
-    fs: FsInfo | None = None,
-    writer: str | None = None,
-    git_version: tuple[int, int, int] = (0, 0, 0),
-    processes: bool | None = None,
+    root: Path, asked: Asked, *, entries: int, nbytes: int, fs: FsInfo | None = None
 ) -> tuple[FsInfo, policy.WorkerPlan]:
     """The filesystem under ``root`` (detected unless given) and the plan for
-    writing ``entries`` files of ``nbytes`` in all; ``workers`` is ``--workers``
-    (None: not given, or ``auto``), ``writer`` is ``--writer`` (likewise), and
-    ``git_version`` the git that would write (git's writer needs 2.32+);
-    ``processes`` forces forked engine workers or threads."""
-    explicit = policy.explicit_choice(workers, environ, config)
-    chosen = policy.explicit_writer(writer, environ, config)
+    writing ``entries`` files of ``nbytes`` in all, as ``asked``."""
+    explicit = policy.explicit_choice(asked.workers, asked.environ, asked.config)
+    chosen = policy.explicit_writer(asked.writer, asked.environ, asked.config)
     if fs is None:
         fs = detect(str(root))
     tuned = None
@@ -48,10 +48,10 @@ def plan_for(
         nbytes=nbytes,
         explicit=explicit,
         tuned=tuned,
-        allow_adapt=adapt,
+        allow_adapt=asked.adapt,
         writer=chosen,
-        git_version=git_version,
-        processes=processes,
+        git_version=asked.git_version,
+        processes=asked.processes,
     )
     return fs, plan
 

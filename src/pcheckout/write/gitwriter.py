@@ -35,7 +35,7 @@ import re
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -109,15 +109,15 @@ def write_tree(
     workers: int,
     threshold: int,
     progress: Progress | None = None,
-    env: Mapping[str, str] | None = None,
     config: Sequence[str] = (),
 ) -> GitWrite:
     """Every file of ``tree`` and the index, as ``git checkout -f`` writes them (HEAD is not
-    moved).  Overwrites what is in the way: the caller has refused what must be kept."""
+    moved), in ``git``'s environment.  Overwrites what is in the way: the caller has refused
+    what must be kept."""
     args = [*settings(workers, threshold), *config, "read-tree", "-u", "--reset"]
     if progress is not None:
         args.append("-v")  # read-tree's -v is its progress switch (verbose_update)
-    return _run(git, [*args, tree], workers, "read-tree", progress, env)
+    return _run(git, [*args, tree], workers, "read-tree", progress)
 
 
 def switch(
@@ -141,30 +141,29 @@ def switch(
         rev,
         "--",
     ]
-    return _run(git, args, workers, "checkout", progress, None)
+    return _run(git, args, workers, "checkout", progress)
 
 
 def export_tree(
-    git: Git,
-    git_dir: Path,
+    ctx: Context,
     tree: str,
     dest: Path,
     *,
     workers: int,
     threshold: int,
     progress: Progress | None = None,
-    environ: Mapping[str, str] | None = None,
-    hash_name: str | None = None,
 ) -> GitWrite:
-    """The tree alone into ``dest`` (no index left, sparse-checkout patterns off); with
-    ``hash_name`` (the object format) the bytes written are counted from git's index."""
+    """The tree alone into ``dest`` (no index left, sparse-checkout patterns off), from
+    ``ctx``'s repository in its environment; the bytes written are counted from git's
+    index."""
     with tempfile.TemporaryDirectory(prefix="pcheckout-export-") as scratch:
         env = {
-            **(os.environ if environ is None else environ),
-            "GIT_DIR": str(git_dir),
+            **ctx.environ,
+            "GIT_DIR": str(ctx.repo.git_dir),
             "GIT_WORK_TREE": str(dest),
             "GIT_INDEX_FILE": os.path.join(scratch, "index"),
         }
+        git = ctx.git
         runner = Git(dest, debug=git.debug, env=env, exe=git.exe, version=git.version)
         done = write_tree(
             runner,
@@ -172,26 +171,17 @@ def export_tree(
             workers=workers,
             threshold=threshold,
             progress=progress,
-            env=env,
             config=("-c", "core.sparseCheckout=false"),
         )
-        if hash_name is None:
-            return done
         # git does not say what it wrote; the index it wrote holds the sizes (-1: unknown).
-        nbytes = written_bytes(env["GIT_INDEX_FILE"], hash_name)
+        nbytes = written_bytes(env["GIT_INDEX_FILE"], ctx.repo.object_format)
         return done._replace(bytes=nbytes)
 
 
 def _run(
-    git: Git,
-    args: list[str],
-    workers: int,
-    command: str,
-    progress: Progress | None,
-    env: Mapping[str, str] | None,
+    git: Git, args: list[str], workers: int, command: str, progress: Progress | None
 ) -> GitWrite:
-    base = env if env is not None else (git.env if git.env is not None else os.environ)
-    full_env = dict(base)
+    full_env = dict(git.env if git.env is not None else os.environ)
     if progress is not None:
         full_env["GIT_PROGRESS_DELAY"] = "0"  # from the first file, not after 2 s
     t0 = time.monotonic()
@@ -312,29 +302,12 @@ def write_by_git(ctx: Context, tree: str, plan: WorkerPlan) -> GitWrite:
         report.finish()
 
 
-def export_by_git(
-    git: Git,
-    git_dir: Path,
-    tree: str,
-    dest: Path,
-    plan: WorkerPlan,
-    ui: Reporter,
-    environ: Mapping[str, str],
-    hash_name: str | None = None,
-) -> GitWrite:
-    """An export's write by git (see :func:`export_tree`), progress into ``ui``."""
-    report = Reporting(ui, plan.workers)
+def export_by_git(ctx: Context, tree: str, dest: Path, plan: WorkerPlan) -> GitWrite:
+    """An export's write by git (see :func:`export_tree`), progress into ``ctx.ui``."""
+    report = Reporting(ctx.ui, plan.workers)
     try:
         return export_tree(
-            git,
-            git_dir,
-            tree,
-            dest,
-            workers=plan.workers,
-            threshold=PARALLEL_THRESHOLD,
-            progress=report,
-            environ=environ,
-            hash_name=hash_name,
+            ctx, tree, dest, workers=plan.workers, threshold=PARALLEL_THRESHOLD, progress=report
         )
     except KeyboardInterrupt:
         raise Interrupted(2, f"{dest} is incomplete") from None

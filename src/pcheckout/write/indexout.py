@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import NamedTuple
 
 from pcheckout.context import Context
 from pcheckout.errors import PcheckoutError, quote_path
@@ -123,6 +124,46 @@ def write_fresh_index(
         hash_name=ctx.repo.object_format,
         skip_hash=skip_hash(ctx.config, ctx.git.version),
         extended=skip is not None,
+    )
+    if lock is not None:
+        lock.commit(data)
+    else:
+        ix.write_index_bytes(ctx.repo.index_path, data)
+
+
+class KeptEntries(NamedTuple):
+    """A switch's index besides the entries it writes (which get fresh stat data)."""
+
+    keep: list[ix.IndexEntry]  # entries kept as they are, their stat data too
+    recorded: list[ix.IndexEntry]  # recorded with the skip-worktree bit (outside the cone)
+    version: int  # the version it is written in
+
+
+def write_switch_index(
+    ctx: Context,
+    written: Sequence[Entry],
+    outcome: Outcome,
+    kept: KeptEntries,
+    *,
+    settle: bool,
+    lock: IndexLock | None = None,
+) -> None:
+    """A switch's index: the ``kept`` entries beside the ``written`` ones with the stat
+    data the writers collected, committed through ``lock`` (held since the run began)
+    if given."""
+    entries = list(kept.keep)
+    for e, st in zip(written, outcome.stats, strict=True):
+        if st is None:
+            raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
+        entries.append(index_entry(e, st))
+    entries += kept.recorded
+    if settle:
+        settle_racy_timestamps(outcome.stats, outcome.seconds)
+    data = ix.encode_index(
+        entries,
+        version=kept.version,
+        hash_name=ctx.repo.object_format,
+        skip_hash=skip_hash(ctx.config, ctx.git.version),
     )
     if lock is not None:
         lock.commit(data)

@@ -1,0 +1,150 @@
+"""Plans written by pcheckout's engine (``write/``): the files in parallel, then the
+index from the writers' stat data.
+
+* a fresh checkout or a resume: the selected entries (a sparse cone; a partial clone's
+  missing blobs fetched in batches meanwhile: ``write/partial.py``), each completed one
+  recorded in the journal; the index with the skip-worktree bit for what is outside;
+* a switch: its missing blobs fetched first (a failed fetch leaves the tree as it was),
+  its deletes (in parallel) and the directories they leave empty, its conversion
+  planned now (a changed .gitattributes may have been among the blobs fetched), then
+  the entries it writes; the index keeps the stat data of the entries it kept;
+* an export: the directories git archive writes empty, the export-subst files' final
+  bytes, then every entry; no index.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pcheckout.apply.exported import filters_git, substituted
+from pcheckout.apply.job import Job, Written
+from pcheckout.git import attributes
+from pcheckout.git.promisor import Fetched
+from pcheckout.git.promisor import fetch as fetch_blobs
+from pcheckout.write import partial
+from pcheckout.write.indexout import settles_index, write_fresh_index, write_switch_index
+from pcheckout.write.remove import delete_parallel, remove_empty_dirs
+from pcheckout.write.worktree import WriteRequest, write_tree
+
+__all__ = ["write"]
+
+
+def write(job: Job) -> Written:
+    """Carry out ``job.plan`` by pcheckout's engine."""
+    kind = job.plan.kind
+    if kind == "export":
+        return _export(job)
+    if kind == "switch":
+        return _switch(job)
+    return _fresh(job)
+
+
+def _fresh(job: Job) -> Written:
+    """A fresh checkout's or a resume's entries (each recorded in the journal once
+    complete), then the index from their stat data (committed through the lock)."""
+    ctx, plan = job.ctx, job.plan
+    assert plan.conversion is not None
+    sel = plan.selection if plan.selection is not None else partial.select(ctx, plan.entries, None)
+    request = WriteRequest(
+        plan.tree,
+        plan.entries,
+        plan.root,
+        plan.workers,
+        conversion=plan.conversion,
+        resume=plan.kind == "resume",
+        previous=plan.previous,
+        journal=job.journal,
+        stat_threads=plan.workers.workers if plan.fs.latency_bound else 1,
+        catfiles=job.catfiles,
+    )
+    # (partial.write_selected looked up when called: tests wrap it)
+    outcome, fetched = partial.write_selected(
+        ctx, request, sel, latency_bound=bool(plan.fs.latency_bound)
+    )
+    if job.journal is not None:
+        job.journal.close()
+    write_fresh_index(
+        ctx,
+        plan.entries,
+        outcome,
+        settle=settles_index(plan.fs),
+        skip_worktree=sel.skip_worktree,
+        lock=job.lock,
+    )
+    return Written(
+        outcome.files - outcome.kept,
+        outcome.bytes,
+        kept=outcome.kept,
+        adapt_summary=outcome.adapt_summary,
+        processes=outcome.processes,
+        fetched=fetched,
+    )
+
+
+def _switch(job: Job) -> Written:
+    """A switch: fetch, delete, write, then the index beside the kept entries."""
+    ctx, plan = job.ctx, job.plan
+    assert plan.selection is not None and plan.kept is not None
+    sel = plan.selection
+    fetched = Fetched()
+    if sel.missing:  # before anything changes: a failed fetch leaves the tree as it was
+        fetched = fetch_blobs(ctx.git, sel.remotes, sorted(sel.missing))
+    root_b = os.fsencode(plan.root)
+    delete_parallel(root_b, plan.delete, max(1, plan.workers.workers), plan.min_share)
+    remove_empty_dirs(root_b, set(plan.delete), plan.entries)
+    conversion = attributes.plan_conversion(
+        ctx.git,
+        ctx.repo,
+        ctx.config,
+        plan.tree,
+        plan.entries,
+        environ=ctx.environ,
+        tree_entries=plan.tree_entries,
+    )
+    request = WriteRequest(plan.tree, plan.entries, plan.root, plan.workers, conversion=conversion)
+    outcome = write_tree(ctx, request)
+    write_switch_index(
+        ctx, plan.entries, outcome, plan.kept, settle=settles_index(plan.fs), lock=job.lock
+    )
+    return Written(
+        len(plan.entries),
+        outcome.bytes,
+        adapt_summary=outcome.adapt_summary,
+        processes=outcome.processes,
+        fetched=fetched,
+        conversion=conversion,
+    )
+
+
+def _export(job: Job) -> Written:
+    """An export's entries, with what git archive writes besides them."""
+    ctx, plan = job.ctx, job.plan
+    assert plan.export is not None and plan.conversion is not None
+    assert plan.selection is not None
+    root_b = os.fsencode(plan.root)
+    for d in plan.export.empty_dirs:
+        os.makedirs(os.path.join(root_b, d), exist_ok=True)
+    filters, tree_attributes = filters_git(ctx, plan)
+    contents = substituted(ctx, filters, plan)
+    request = WriteRequest(
+        plan.tree,
+        plan.entries,
+        plan.root,
+        plan.workers,
+        conversion=plan.conversion,
+        contents=contents,
+        tree_attributes=tree_attributes,
+    )
+    outcome, fetched = partial.write_selected(
+        ctx._replace(git=filters),
+        request,
+        plan.selection,
+        latency_bound=bool(plan.fs.latency_bound),
+    )
+    return Written(
+        outcome.files,
+        outcome.bytes,
+        adapt_summary=outcome.adapt_summary,
+        processes=outcome.processes,
+        fetched=fetched,
+    )

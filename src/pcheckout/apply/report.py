@@ -1,0 +1,53 @@
+"""The ``Result`` of a run, built here alone: from the plan (all a dry run reports), then
+from what the writer did."""
+
+from __future__ import annotations
+
+from pcheckout.apply.job import Written
+from pcheckout.decide.plan import Plan
+from pcheckout.options import Result
+
+__all__ = ["finish", "report"]
+
+
+def report(plan: Plan) -> Result:
+    """What ``plan`` will do, as the report states it before anything is written."""
+    c = plan.counts
+    result = Result(
+        plan.mode,
+        c.files,
+        c.nbytes,
+        plan.workers,
+        plan.fs,
+        dry_run=plan.dry_run,
+        deleted=c.deleted,
+        skip_worktree=c.skip_worktree,
+        fetch_blobs=c.fetch_blobs,
+        warnings=list(plan.warnings),
+        export_ignored=c.export_ignored,
+        export_subst=c.export_subst,
+    )
+    if plan.conversion is not None:
+        result.add_conversion(plan.conversion)
+    return result
+
+
+def finish(result: Result, written: Written, seconds: float, head: str | None) -> Result:
+    """``result`` once the plan is carried out: what the writer did, in ``seconds``, and
+    where HEAD ended (``head``: its description; None where HEAD did not move)."""
+    result.seconds = seconds
+    result.written = written.files
+    result.bytes = written.bytes
+    result.kept = written.kept
+    result.adapt_summary = written.adapt_summary
+    result.processes = written.processes
+    if written.fetched is not None:
+        result.fetched_bytes, result.fetches = written.fetched.bytes, written.fetched.fetches
+    if written.planned is not None:
+        result.files = written.planned
+    if written.deleted is not None:
+        result.deleted = written.deleted
+    if written.conversion is not None:
+        result.add_conversion(written.conversion)
+    result.head = head
+    return result

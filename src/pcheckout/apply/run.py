@@ -1,0 +1,99 @@
+"""Carry out a plan (``decide/plan.py``): one step for a checkout, a resume, a switch and
+an export, whichever writer the plan chose.
+
+In order: the journal of an interrupted run's completed entries (a fresh checkout and a
+resume); the writer: pcheckout's engine (``apply/byengine.py``: a switch's fetch and
+deletes first, then the files, then the index from the writers' stat data) or git's own
+checkout (``apply/bygit.py``, the one module that runs git's writer: git writes the files
+and a scratch index, renamed over the index through the lock); HEAD, as ``git checkout
+REV`` moves it; the journal removed; the ``Result`` (``apply/report.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from pcheckout.apply.job import Job
+from pcheckout.apply.report import finish, report
+from pcheckout.context import Context
+from pcheckout.decide.plan import Plan
+from pcheckout.git.refs import update_head
+from pcheckout.options import Result
+from pcheckout.session import IN_PROGRESS
+from pcheckout.write import journal
+
+if TYPE_CHECKING:
+    from pcheckout.git.catfile import Prestarted
+    from pcheckout.git.lock import IndexLock
+
+__all__ = ["apply"]
+
+
+def apply(
+    ctx: Context,
+    plan: Plan,
+    lock: IndexLock | None = None,
+    catfiles: Prestarted | None = None,
+) -> Result:
+    """Carry out ``plan`` (a dry run's is only reported).  ``lock`` is ``index.lock``, held
+    since the run began (None: an export); ``catfiles`` the writers' cat-files started
+    ahead (``apply/warm.py``)."""
+    result = report(plan)
+    if plan.dry_run:
+        return result
+    writer = _writer(plan)
+    if plan.kind == "export":
+        plan.root.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    with _journal(ctx, plan) as jr:
+        written = writer.write(Job(ctx, plan, lock, jr, catfiles))
+        head = _move_head(ctx, plan)
+    return finish(result, written, time.monotonic() - t0, head)
+
+
+def _writer(plan: Plan) -> ModuleType:
+    """The module that writes ``plan``: git's writer or pcheckout's engine (each imported
+    only where it writes: the engine's modules cost ~25 ms of CPU before git's writer
+    could start, docs/benchmarks.md, start-up)."""
+    if plan.workers.writer == "git" and (plan.export is None or plan.export.git_can_write):
+        from pcheckout.apply import bygit
+
+        return bygit
+    from pcheckout.apply import byengine
+
+    return byengine
+
+
+@contextlib.contextmanager
+def _journal(ctx: Context, plan: Plan) -> Iterator[journal.Journal | None]:
+    """The in-progress journal of a fresh checkout or a resume (``write/journal.py``),
+    started before anything is written (EROFS or ENOSPC then name the marker) and removed
+    once HEAD has moved; an interrupted run leaves it for the re-run."""
+    if plan.kind not in ("fresh", "resume"):
+        yield None
+        return
+    assert plan.commit is not None and plan.conversion is not None
+    marker = ctx.repo.git_dir / IN_PROGRESS
+    jr = journal.Journal.start(
+        marker, plan.commit, plan.tree, plan.conversion.any, previous=plan.previous
+    )
+    try:
+        yield jr
+    finally:
+        jr.close()
+    journal.remove(marker)
+
+
+def _move_head(ctx: Context, plan: Plan) -> str | None:
+    """Point HEAD where ``git checkout REV`` would; its description (None: an export)."""
+    move = plan.head
+    if move is None:
+        return None
+    target = move.target
+    if plan.kind == "git-switch":  # git moved it, and wrote its reflog
+        return target.branch or (move.rev if move.rev == "HEAD" else f"detached at {move.rev}")
+    return update_head(ctx.git, ctx.repo, ctx.config, move.rev, target)

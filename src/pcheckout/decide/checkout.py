@@ -1,0 +1,225 @@
+"""Decide a checkout: what ``checkout REV`` writes into an opened run (``session.py``).
+
+A populated work tree with an index is a switch (``decide/switch.py``, or git's own
+``git checkout REV`` where git's writer runs: ``decide/gitswitch.py``).  Otherwise, in
+order: list the target tree and refuse unsafe trees and occupied destinations; select
+what is written (a sparse checkout's cone, the blobs a partial clone still lacks:
+``write/partial.py``); plan the writers for it (``plan/planner.py``); plan each path's
+conversion (``git/attributes.py``).  Nothing is written: a partial clone's missing
+``.gitattributes`` blobs alone are fetched, which the conversion plan must read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NamedTuple
+
+from pcheckout.context import Context, both, concurrently
+from pcheckout.decide.plan import Counts, HeadMove, Plan
+from pcheckout.decide.workers import asked, switch_workers
+from pcheckout.errors import WorktreeNotEmptyError, quote_paths
+from pcheckout.git.config import config_bool
+from pcheckout.git.pathsafety import check_entries
+from pcheckout.git.promisor import local_objects, promisor_remotes
+from pcheckout.git.tree import Entry, list_tree
+from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
+from pcheckout.session import Patterns, Run
+
+if TYPE_CHECKING:
+    from pcheckout.git import attributes
+    from pcheckout.git.sparse import Sparsity
+    from pcheckout.write.partial import Selection
+
+__all__ = ["Planned", "decide"]
+
+#: Told the worker plan as soon as it is known, before the conversion is planned: the
+#: apply step's chance to start the writers' cat-files meanwhile (``apply/warm.py``).
+Planned = Callable[[WorkerPlan, "Selection | None"], None]
+
+
+def decide(run: Run, planned: Planned | None = None) -> Plan:
+    """The plan of ``run``'s checkout (a fresh one, a resume or a switch)."""
+    ctx, opts, found = run.ctx, run.opts, run.found
+    # A partial clone lacks blobs: ls-tree -l would fetch each one for its size; which
+    # are local is listed beside the tree (each git process costs round trips on a mount).
+    partial = bool(promisor_remotes(ctx.config))
+    sizes = opts.dry_run and not partial
+    if found.switching:
+        # Who writes is known from the filesystem alone; git's writer (without --force) is
+        # git's whole checkout: its two-way merge, its local-change protection and messages,
+        # so neither tree is listed entry by entry for it (40k entries: ~60 ms each).
+        fs, first = switch_workers(run, PARALLEL_THRESHOLD, run.ahead.finish(run.root))
+        if first.writer == "git" and not opts.force and not opts.dry_run:
+            from pcheckout.decide import gitswitch
+
+            return gitswitch.decide(run, fs)
+    listing = _list(run, partial and not found.switching, sizes)
+    check_entries(listing.entries, ctx.config)
+    if found.switching:
+        # Imported here, as are the engine's modules: where git's writer runs they are
+        # never used, and importing them cost ~25 ms of CPU before git's writer could start
+        # (docs/benchmarks.md, start-up).
+        from pcheckout.decide import switch
+
+        return switch.decide(run, listing.entries, listing.head_entries, fs)
+    return _fresh(run, listing, sizes, planned)
+
+
+class _Listing(NamedTuple):
+    """The target's entries, HEAD's beside them when switching, and what a fresh checkout
+    reads beside them: a partial clone's local objects, a sparse checkout's rules."""
+
+    entries: list[Entry]
+    head_entries: list[Entry]
+    have: set[str] | None
+    sparsity: Sparsity | None
+
+
+def _list(run: Run, partial: bool, sizes: bool) -> _Listing:
+    """The target's entries (and what is read beside them).  A sparse checkout's pattern
+    file is read beside the listing too (open, read and close are ~4 round trips on a
+    mount), or was beside round 1 with it."""
+    sparse = not run.found.switching and config_bool(
+        run.ctx.config.get("core.sparsecheckout"), False
+    )
+    (entries, head_entries), (have, sparsity) = both(
+        lambda: _entries(run, sizes),
+        lambda: _beside_listing(run.ctx, partial, sparse, run.found.patterns),
+    )
+    return _Listing(entries, head_entries, have, sparsity)
+
+
+def _entries(run: Run, sizes: bool) -> tuple[list[Entry], list[Entry]]:
+    """The target's entries, and HEAD's beside them when switching.  Sizes cost git a
+    header read per blob; only the dry run reports them."""
+    found, target, git = run.found, run.target, run.ctx.git
+    if found.listed is not None and not found.switching and not sizes:
+        return found.listed, []  # listed beside round 1 (session._early)
+    calls = [lambda: list_tree(git, target.tree, sizes=sizes)]
+    head_tree = target.head_tree
+    if found.switching and head_tree is not None:
+        calls.append(lambda: list_tree(git, head_tree, sizes=False))
+    entries, *head = concurrently(*calls)
+    return entries, head[0] if head else []
+
+
+def _beside_listing(
+    ctx: Context, partial: bool, sparse: bool, patterns: Patterns | None
+) -> tuple[set[str] | None, Sparsity | None]:
+    """What a fresh checkout reads while the tree is listed: a partial clone's local
+    objects and a sparse checkout's rules (each only if asked for)."""
+    if partial and sparse and patterns is None:
+        return both(lambda: local_objects(ctx.git), lambda: _sparsity(ctx, None))
+    have = local_objects(ctx.git) if partial else None
+    return have, _sparsity(ctx, patterns) if sparse else None
+
+
+def _sparsity(ctx: Context, patterns: Patterns | None) -> Sparsity | None:
+    """The worktree's sparse-checkout rules (None: no pattern file, a full checkout);
+    ``patterns``: the pattern file as round 1 read it, if it did."""
+    from pcheckout.git import sparse
+
+    if patterns is not None:
+        return sparse.from_patterns(ctx.config, patterns.data)
+    return sparse.load(ctx.git, ctx.config, ctx.repo.git_dir)
+
+
+def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) -> Plan:
+    """A fresh checkout's (or a resume's) plan."""
+    from pcheckout.plan.planner import plan_for  # (imported beside round 1: session.Ahead)
+
+    ctx, found, root, entries = run.ctx, run.found, run.root, listing.entries
+    if found.occupied and not found.resume:
+        raise WorktreeNotEmptyError(
+            f"working tree {root} is not empty and has no index: " + quote_paths(found.occupied)
+        )
+    sel = _select(ctx, entries, listing.have, listing.sparsity)
+    wanted = range(len(entries)) if sel is None else sel.wanted
+    # Sizes are listed for a dry run only (ls-tree -l reads every blob's header): otherwise
+    # every size is -1 and the sum, 8 ms of Python at 40k entries, would be 0 anyway.
+    nbytes = sum(max(entries[i].size, 0) for i in wanted) if sizes else 0
+    fs, workers = plan_for(
+        root, asked(run), entries=len(wanted), nbytes=nbytes, fs=run.ahead.finish(root)
+    )
+    if planned is not None:
+        planned(workers, sel)
+    conversion = plan_conversion(run, entries, sel, workers)
+    counts = Counts(len(wanted), nbytes)
+    if sel is not None:
+        counts = counts._replace(
+            skip_worktree=sel.outside, fetch_blobs=len(sel.missing) + sel.fetched_first
+        )
+    return Plan(
+        "resume" if found.resume else "fresh",
+        root,
+        run.target.tree,
+        entries,
+        workers,
+        fs,
+        counts,
+        dry_run=run.opts.dry_run,
+        selection=sel,
+        conversion=conversion,
+        head=HeadMove(run.opts.rev, run.target),
+        warnings=sel.warnings if sel is not None else (),
+        previous=found.previous if found.resume else None,
+        commit=run.target.commit,
+    )
+
+
+def _select(
+    ctx: Context, entries: list[Entry], have: set[str] | None, sparsity: Sparsity | None
+) -> Selection | None:
+    """What is written.  None: everything, and every blob is here (no sparse checkout, no
+    promisor remote); only then are git.sparse and write.partial (with the engine they
+    import) not imported at all (see the switch import above).  ``have``: a partial
+    clone's local objects, ``sparsity`` the sparse-checkout rules (``_sparsity``), both
+    read beside the tree's listing."""
+    sparse = config_bool(ctx.config.get("core.sparsecheckout"), False)
+    if not sparse and not promisor_remotes(ctx.config):
+        return None
+    from pcheckout.write.partial import select
+
+    return select(ctx, entries, sparsity, have=have)
+
+
+def plan_conversion(
+    run: Run, entries: list[Entry], sel: Selection | None, workers: WorkerPlan
+) -> attributes.ConversionPlan:
+    """Which paths convert, and how (``git/attributes.py``)."""
+    from pcheckout.git import attributes  # (imported beside round 1: session.Ahead)
+
+    ctx, dry_run = run.ctx, run.opts.dry_run
+    if workers.writer == "git" and not dry_run:
+        # git converts as it writes: only where attributes could come from is reported
+        # (the per-path lookup is a check-attr process over every path, for the engine).
+        sources = attributes.conversion_sources(
+            entries, ctx.config, ctx.repo.common_dir, ctx.environ
+        )
+        return attributes.ConversionPlan(sources, [])
+    only = None if sel is None else sel.wanted
+    unknown = 0
+    if sel is not None and dry_run:
+        # A dry run fetches nothing: paths below a missing .gitattributes are not looked
+        # up (check-attr would fetch it), and the blob counts among those a run fetches.
+        only, absent = attributes.known_attributes(
+            ctx.git, entries, sel.wanted, sel.remotes, sel.missing
+        )
+        unknown = len(sel.wanted) - len(only)
+        sel.missing.update(absent)
+    elif sel is not None:
+        _fetch_attributes(ctx, entries, sel)
+    conversion = attributes.plan_conversion(
+        ctx.git, ctx.repo, ctx.config, run.target.tree, entries, environ=ctx.environ, only=only
+    )
+    conversion.unknown = unknown
+    return conversion
+
+
+def _fetch_attributes(ctx: Context, entries: list[Entry], sel: Selection) -> None:
+    """check-attr must find the tree's .gitattributes local (a partial clone)."""
+    from pcheckout.git import attributes
+
+    fetched = attributes.fetch_attributes(ctx.git, entries, sel.remotes, only=sel.wanted)
+    sel.missing.difference_update(fetched)
+    sel.fetched_first = len(fetched)

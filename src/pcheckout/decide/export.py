@@ -1,0 +1,232 @@
+"""Decide an export: REV's tree alone into a directory, as ``git archive REV | tar -x``.
+
+In order: open the repository, read config, resolve REV to a tree (and its commit) and
+list it; refuse unsafe trees and a destination that is not empty; with attributes from
+the exported tree (``git/attributes.py``; the work tree's with ``--worktree-attributes``)
+leave out what ``export-ignore`` drops, decide each path's conversion and find the
+``export-subst`` files (``git/archive.py``); plan the writers.  A partial clone's
+missing ``.gitattributes`` blobs alone are fetched (the lookups read them).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from pcheckout.context import Context, Reporter
+from pcheckout.decide.plan import Counts, Export, Plan
+from pcheckout.errors import DestinationError, WorktreeNotEmptyError, quote_paths
+from pcheckout.fs.listing import occupants
+from pcheckout.git import archive, attributes
+from pcheckout.git.config import read_config
+from pcheckout.git.objects import batch_check, resolve
+from pcheckout.git.pathsafety import check_entries
+from pcheckout.git.promisor import missing_objects, promisor_remotes
+from pcheckout.git.runner import Git, discover
+from pcheckout.git.tree import Entry, list_tree
+from pcheckout.options import ExportOptions
+from pcheckout.plan.planner import Asked, plan_for
+from pcheckout.write.partial import select
+
+__all__ = ["decide"]
+
+
+def decide(opts: ExportOptions, ui: Reporter) -> tuple[Context, Plan]:
+    """The repository's context and the plan of the export ``opts`` asks for.  The plan
+    holds the tree's attributes (``plan.export.attributes``): the caller closes them."""
+    git = Git(opts.repository, debug=ui.debug)
+    repo = discover(git)
+    config = read_config(git)
+    ctx = Context(git, repo, config, ui, opts.environ, opts.spawn)
+    tree, commit = _resolve(git, opts.rev)
+    remotes = promisor_remotes(config)
+    # A partial clone lacks blobs: ls-tree -l would fetch each one for its size.
+    all_entries = list_tree(git, tree, sizes=opts.dry_run and not remotes)
+    check_entries(all_entries, config)
+    dest = Path(os.path.abspath(opts.destination))
+    _check_destination(dest)
+    sources = attributes.conversion_sources(all_entries, config, repo.common_dir, opts.environ)
+    if opts.worktree_attributes and repo.work_tree is not None:
+        sources.append("--worktree-attributes")
+    looked = _before_lookup(ctx, opts, all_entries, bool(sources), remotes)
+    attrs = (
+        attributes.TreeAttributes(git, repo, tree, all_entries, worktree=opts.worktree_attributes)
+        if sources
+        else None
+    )
+    try:
+        arch = _select(attrs, all_entries, sources, config, commit is not None, set(looked.absent))
+        decided = _Decided(tree, commit, dest, all_entries, arch, attrs)
+        return ctx, _plan(ctx, opts, decided, looked)
+    except BaseException:
+        if attrs is not None:
+            attrs.close()
+        raise
+
+
+class _Looked(NamedTuple):
+    """What was done about a partial clone's .gitattributes before the lookups."""
+
+    absent: dict[bytes, str]  # a dry run: directory -> its missing .gitattributes blob
+    fetched: list[str]  # .gitattributes blobs fetched before the lookups
+
+
+def _before_lookup(
+    ctx: Context, opts: ExportOptions, entries: list[Entry], sources: bool, remotes: list[str]
+) -> _Looked:
+    """A partial clone's missing .gitattributes: fetched before the lookups read them; a
+    dry run fetches nothing, and what is below a missing one is not looked up."""
+    if not sources or opts.worktree_attributes:
+        return _Looked({}, [])
+    if not opts.dry_run:
+        return _Looked({}, attributes.fetch_attributes(ctx.git, entries, remotes))
+    files = attributes.attribute_files(entries)
+    gone = set(missing_objects(ctx.git, [entries[i].oid for i in files])) if remotes else ()
+    absent = {
+        os.path.dirname(entries[i].path): entries[i].oid for i in files if entries[i].oid in gone
+    }
+    return _Looked(absent, [])
+
+
+class _Decided(NamedTuple):
+    """What the export writes, before the writers are planned."""
+
+    tree: str
+    commit: str | None
+    dest: Path
+    all_entries: list[Entry]  # the whole tree
+    arch: _Selection  # what of it an archive holds, and how each entry converts
+    attrs: attributes.TreeAttributes | None
+
+
+def _plan(ctx: Context, opts: ExportOptions, d: _Decided, looked: _Looked) -> Plan:
+    entries = d.arch.entries
+    nbytes = sum(max(e.size, 0) for e in entries)
+    asked = Asked(opts.workers, opts.writer, opts.adapt, opts.environ, ctx.config, ctx.git.version)
+    fs, workers = plan_for(d.dest, asked, entries=len(entries), nbytes=nbytes)
+    fetching = select(ctx, entries, None)
+    subst = len(d.arch.subst) if d.commit is not None else 0
+    counts = Counts(
+        len(entries),
+        nbytes,
+        fetch_blobs=len(fetching.missing | set(looked.absent.values())) + len(looked.fetched),
+        export_ignored=len(d.all_entries) - len(entries),
+        export_subst=subst,
+    )
+    export = Export(
+        d.arch.subst,
+        d.arch.empty_dirs,
+        d.attrs,
+        opts.worktree_attributes,
+        git_can_write=len(entries) == len(d.all_entries) and not subst,
+    )
+    return Plan(
+        "export",
+        d.dest,
+        d.tree,
+        entries,
+        workers,
+        fs,
+        counts,
+        dry_run=opts.dry_run,
+        selection=fetching,
+        conversion=d.arch.conversion,
+        commit=d.commit,
+        tree_entries=d.all_entries,
+        export=export,
+    )
+
+
+def _resolve(git: Git, rev: str) -> tuple[str, str | None]:
+    """REV's tree, and its commit when it names one (a tree has none: nothing is
+    substituted, as in git archive); one git process."""
+    if not rev or rev.startswith("-") or "\n" in rev:
+        return resolve(git, rev, "tree"), None
+    found = batch_check(git, [f"{rev}^{{tree}}", f"{rev}^{{commit}}"])
+    if found[0] is None:
+        return resolve(git, rev, "tree"), None  # raises git's own "unknown revision"
+    return found[0][0], found[1][0] if found[1] is not None else None
+
+
+class _Selection(NamedTuple):
+    """What an archive of the tree holds and how each entry is converted."""
+
+    entries: list[Entry]
+    conversion: attributes.ConversionPlan
+    subst: list[int]  # indexes (into entries) of export-subst regular files, in tree order
+    empty_dirs: list[bytes]  # directories git archive writes although nothing kept is in them
+
+
+def _select(
+    attrs: attributes.TreeAttributes | None,
+    entries: list[Entry],
+    sources: list[str],
+    config: dict[str, str],
+    has_commit: bool,
+    unknown_dirs: set[bytes] | None = None,
+) -> _Selection:
+    """export-ignore drops entries and subtrees; conversion and export-subst per entry
+    (archive.c: write_archive_entry, queue_or_write_archive_entry).  One check-attr.
+    ``unknown_dirs``: directories whose .gitattributes is missing (a dry run in a partial
+    clone): paths below them are not looked up (kept, conversion unknown)."""
+    if attrs is None:
+        return _Selection(
+            entries, attributes.ConversionPlan(sources, [None] * len(entries)), [], []
+        )
+    dirs = archive.directories(entries)
+    names = attributes.CONVERT_ATTRS + attributes.ARCHIVE_ATTRS
+    paths = [e.path for e in entries] + [d + b"/" for d in dirs]
+    if unknown_dirs:
+        blank: tuple[attributes.AttrValue, ...] = (None,) * len(names)
+        known = [k for k, p in enumerate(paths) if not _below(p, unknown_dirs)]
+        found = attrs.lookup([paths[k] for k in known], names)
+        rows = [blank] * len(paths)
+        for k, row in zip(known, found, strict=True):
+            rows[k] = row
+        unknown = sum(
+            1 for k in range(len(entries))
+            if attributes.convertible(entries[k]) and _below(paths[k], unknown_dirs)
+        )  # fmt: skip
+    else:
+        rows = attrs.lookup(paths, names)
+        unknown = 0
+    n_conv = len(attributes.CONVERT_ATTRS)
+    dropped = archive.ignored_dirs(dirs, [r[n_conv] is True for r in rows[len(entries) :]])
+    keep = archive.kept(entries, [r[n_conv] is True for r in rows[: len(entries)]], dropped)
+    out = [entries[i] for i in keep]
+    conv_rows = {
+        k: rows[i][:n_conv] for k, i in enumerate(keep) if attributes.convertible(entries[i])
+    }
+    settings = attributes.Settings.from_config(config)
+    plan = attributes.build_plan(sources, len(out), conv_rows, settings)
+    plan.unknown = unknown
+    subst = [
+        k
+        for k, i in enumerate(keep)
+        if has_commit and archive.substitutable(entries[i]) and rows[i][n_conv + 1] is True
+    ]
+    return _Selection(out, plan, subst, archive.empty_dirs(entries, keep, dropped))
+
+
+def _below(path: bytes, dirs: set[bytes]) -> bool:
+    """Whether looking up ``path`` ("d/" for a directory) reads a .gitattributes of one
+    of ``dirs`` (its own directory's or an ancestor's; b"" is the top)."""
+    d = os.path.dirname(path.rstrip(b"/")) if not path.endswith(b"/") else path.rstrip(b"/")
+    while True:
+        if d in dirs:
+            return True
+        if not d:
+            return False
+        d = os.path.dirname(d)
+
+
+def _check_destination(dest: Path) -> None:
+    if dest.exists():
+        if not dest.is_dir():
+            raise DestinationError(f"destination {dest} exists and is not a directory")
+        occupied = occupants(dest, ignore_git=False)
+        if occupied:
+            raise WorktreeNotEmptyError(
+                f"destination {dest} is not empty: " + quote_paths(occupied)
+            )

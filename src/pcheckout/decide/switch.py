@@ -1,0 +1,224 @@
+"""Decide an incremental switch by pcheckout's engine: a populated work tree with an index
+moving from HEAD to REV, as ``git checkout REV`` moves it.
+
+The two-way merge of HEAD's tree, the index and REV's tree decides each path
+(``decide/merge.py``); only the paths it changes are checked for local changes
+(``decide/worktree.py``; every tracked file with ``--force``), and what it would create
+for untracked files in the way.  In a sparse checkout (``git/sparse.py``) only paths in
+the cone are written; a skip-worktree entry's absent file is no local change; a path of
+the target outside the cone is recorded with the skip-worktree bit; an entry the
+patterns now exclude is removed from the work tree if clean (kept, without the bit, if
+not: git's "not up to date" warning), one they now include is written.  A sparse index
+is expanded.  In a partial clone the missing blobs of what is written are listed, to be
+fetched in one batch before anything changes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import NamedTuple
+
+from pcheckout.decide.merge import (
+    Cone,
+    Merge,
+    SparseMoves,
+    apply_local_changes,
+    cone_moves,
+    sparse_split,
+    two_way_merge,
+)
+from pcheckout.decide.plan import Counts, HeadMove, Plan
+from pcheckout.decide.workers import asked
+from pcheckout.decide.worktree import (
+    Look,
+    dirty_paths,
+    modified,
+    refuse_untracked_in_the_way,
+    stat_threads,
+)
+from pcheckout.errors import DestinationError, LocalChangesError, quote_paths
+from pcheckout.fs.detect import FsInfo
+from pcheckout.git import index as ix
+from pcheckout.git.sparse import Sparsity, expand_sparse_directories
+from pcheckout.git.sparse import load as load_sparsity
+from pcheckout.git.tree import Entry
+from pcheckout.plan.planner import plan_for
+from pcheckout.session import Run
+from pcheckout.write.indexout import KeptEntries, index_version
+from pcheckout.write.partial import select
+
+__all__ = ["decide"]
+
+
+class _Tables(NamedTuple):
+    """The three sides of the two-way merge, by path."""
+
+    in_index: dict[bytes, ix.IndexEntry]
+    head: dict[bytes, Entry]
+    target: dict[bytes, Entry]
+
+
+def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo) -> Plan:
+    """The switch's plan: ``entries`` is REV's tree, ``head_entries`` HEAD's; ``fs`` the
+    destination's filesystem."""
+    ctx, opts = run.ctx, run.opts
+    index = ix.read_index(ctx.repo.index_path)
+    if any(e.stage for e in index.entries):
+        raise DestinationError("the index has unmerged entries; resolve them first")
+    index_entries = (
+        expand_sparse_directories(ctx.git, index.entries) if index.sparse else list(index.entries)
+    )
+    tables = _Tables(
+        {e.path: e for e in index_entries},
+        {e.path: e for e in head_entries},
+        {e.path: e for e in entries},
+    )
+    sparsity = load_sparsity(ctx.git, ctx.config, ctx.repo.git_dir)
+    cone = _cone(tables.in_index, sparsity)
+    merge = two_way_merge(tables.in_index, tables.head, tables.target, force=opts.force)
+    moves = cone_moves(merge.keep, cone)
+    # Stat (and delete) in parallel where each call is a round trip; the count for these
+    # comes from the same policy as the writers'.
+    probe = asked(run, adapt=False)._replace(writer=None, git_version=(0, 0, 0), processes=None)
+    fs, stat_plan = plan_for(run.root, probe, entries=len(merge.change), nbytes=0, fs=fs)
+    threads = stat_threads(fs, stat_plan.workers, opts.stat_threads)
+    repo = ctx.repo
+    look = Look(ctx.git, os.fsencode(run.root), repo.index_path, repo.object_format, threads)
+    dirty = _dirty(run, look, merge, moves[1], tables.in_index, cone) - cone.skipped
+    plan = apply_local_changes(merge, tables.in_index, tables.target, dirty, force=opts.force)
+    if plan.refused:
+        raise LocalChangesError(
+            "your local changes to these files would be overwritten by checkout: "
+            + quote_paths(plan.refused)
+            + "; commit or stash them, or use --force to discard them"
+        )
+    split = sparse_split(plan, tables.target, moves, cone, dirty)
+    refuse_untracked_in_the_way(look, split.write, split.remove, tables.in_index, tables.target)
+    facts = _Facts(fs, entries, index.version, cone, sparsity, threads.min_share)
+    return _plan(run, tables, plan.keep, split, facts)
+
+
+def _cone(index: Mapping[bytes, ix.IndexEntry], sparsity: Sparsity | None) -> Cone:
+    """The sparse checkout as the switch applies it (everything is inside without one)."""
+    skipped = {p for p, e in index.items() if e.extended_flags & ix.EXT_FLAG_SKIP_WORKTREE}
+
+    def inside(path: bytes, mode: int) -> bool:
+        return sparsity is None or sparsity.includes(path, mode)
+
+    return Cone(skipped, inside)
+
+
+def _dirty(
+    run: Run,
+    look: Look,
+    merge: Merge,
+    flip_out: list[bytes],
+    index: Mapping[bytes, ix.IndexEntry],
+    cone: Cone,
+) -> set[bytes]:
+    """The tracked paths with local changes the switch must know of: every one with
+    ``--force`` (git checkout -f restores every tracked file), else only those it
+    changes or moves out of the cone, stat data first (an absent skip-worktree file is
+    not a local change: git never looks)."""
+    if run.opts.force:
+        return dirty_paths(run.ctx.git, run.ctx.repo.index_path)
+    checked = [index[p] for p in [*merge.change, *flip_out] if p in index and p not in cone.skipped]
+    return modified(look, checked)
+
+
+class _Facts(NamedTuple):
+    """What the switch's plan is made from besides the merge."""
+
+    fs: FsInfo
+    entries: list[Entry]  # REV's tree (its .gitattributes decide the conversion)
+    index_version: int  # the version of the index read
+    cone: Cone
+    sparsity: Sparsity | None
+    min_share: int  # the parallel deletes' least share worth a thread
+
+
+def _plan(
+    run: Run,
+    tables: _Tables,
+    keep: dict[bytes, ix.IndexEntry],
+    split: SparseMoves,
+    facts: _Facts,
+) -> Plan:
+    """The switch's plan from its decisions: what is written, deleted, kept, recorded."""
+    ctx, opts = run.ctx, run.opts
+    write_entries = [
+        tables.target[p] if p in tables.target else _entry_of(tables.in_index[p])
+        for p in split.write
+    ]
+    sel = select(ctx, write_entries, None)
+    nbytes = sum(max(e.size, 0) for e in write_entries)
+    n = len(write_entries) + len(split.remove)
+    fs, workers = plan_for(run.root, asked(run), entries=n, nbytes=nbytes, fs=facts.fs)
+    moved = set(split.flip_in) | set(split.flip_out)
+    recorded = [_skip_worktree(tables.target[p]) for p in split.recorded]
+    recorded += [_skip_worktree(_entry_of(tables.in_index[p])) for p in split.flip_out]
+    version = facts.index_version
+    if version not in (3, 4):
+        version = index_version(ctx.config, ctx.environ)
+    outside = len(facts.cone.skipped & set(keep) - set(split.flip_in))
+    counts = Counts(
+        len(write_entries),
+        nbytes,
+        deleted=len(set(split.remove) - set(split.write)),
+        skip_worktree=len(split.recorded) + len(split.flip_out) + outside,
+        fetch_blobs=len(sel.missing),
+    )
+    return Plan(
+        "switch",
+        run.root,
+        run.target.tree,
+        write_entries,
+        workers,
+        fs,
+        counts,
+        dry_run=opts.dry_run,
+        selection=sel,
+        delete=split.remove,
+        kept=KeptEntries([e for p, e in keep.items() if p not in moved], recorded, version),
+        head=HeadMove(opts.rev, run.target),
+        warnings=_warnings(facts.sparsity, split.left),
+        commit=run.target.commit,
+        tree_entries=facts.entries,
+        min_share=facts.min_share,
+    )
+
+
+def _warnings(sparsity: Sparsity | None, left: list[bytes]) -> list[str]:
+    """git's sparse-checkout warnings, and its "not up to date" one for what is left."""
+    warnings = list(sparsity.warnings) if sparsity is not None else []
+    if left:
+        warnings.append(
+            "The following paths are not up to date and were left despite sparse patterns: "
+            + quote_paths(left)
+        )
+    return warnings
+
+
+def _entry_of(e: ix.IndexEntry) -> Entry:
+    """A tree entry for what an index entry records (its size is not known)."""
+    return Entry(e.path, e.mode, e.oid.hex(), -1)
+
+
+def _skip_worktree(e: Entry) -> ix.IndexEntry:
+    """An entry outside the sparse checkout: skip-worktree, zero stat data (as git)."""
+    return ix.IndexEntry(
+        e.path,
+        e.mode,
+        bytes.fromhex(e.oid),
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        0,
+        extended_flags=ix.EXT_FLAG_SKIP_WORKTREE,
+    )

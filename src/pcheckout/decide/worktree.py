@@ -1,0 +1,245 @@
+"""What a switch must know of the work tree before it decides: local changes to tracked
+files, and untracked files in the way of what it would create.
+
+Local modifications are found the way git finds them: stat data first (an entry whose
+stat data matches the index and is not racily clean is clean), then the content hashed
+by ``git hash-object`` (so clean filters and eol apply).  ``--force`` asks git itself:
+``update-index --refresh`` re-hashes only files whose stat data changed, then
+``diff-files``, both on a scratch copy of the index (the switch holds ``index.lock``,
+which ``update-index`` would take).  Every lstat runs in parallel where each is a round
+trip (``fs/parallel.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat as stat_mod
+import tempfile
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+from pcheckout.errors import SHOW_PATHS, UntrackedInTheWayError, quote_paths
+from pcheckout.fs.detect import FsInfo
+from pcheckout.fs.files import full_path
+from pcheckout.fs.parallel import MIN_PATHS_PER_THREAD, lstat_many
+from pcheckout.git import index as ix
+from pcheckout.git.objects import blob_oid
+from pcheckout.git.runner import Git
+from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
+
+__all__ = ["Threads", "dirty_paths", "modified", "refuse_untracked_in_the_way", "stat_threads"]
+
+
+class Threads(NamedTuple):
+    """How many threads stat and unlink, and the least share worth a thread."""
+
+    workers: int
+    min_share: int = MIN_PATHS_PER_THREAD
+
+
+def stat_threads(fs: FsInfo, workers: int, explicit: int | None) -> Threads:
+    """Threads for lstat: ``explicit`` if given (every path may get its own
+    thread), else the writers' count where a call waits on a server, else one
+    (on tmpfs or a disk an lstat is a microsecond of CPU)."""
+    if explicit is not None:
+        return Threads(explicit, 1)
+    return Threads(workers if fs.latency_bound else 1)
+
+
+def _lstat_many(root_b: bytes, paths: list[bytes], t: Threads) -> list[os.stat_result | None]:
+    """``lstat`` of each path under ``root_b`` (None: absent), in parallel where
+    each is a round trip (fs/parallel.py)."""
+    return lstat_many(root_b, paths, t.workers, t.min_share)
+
+
+def dirty_paths(git: Git, index_path: Path) -> set[bytes]:
+    """Tracked paths whose work-tree file differs from the index (stat first).
+
+    The switch holds ``index.lock``; ``update-index --refresh`` would take it
+    too, so git refreshes a scratch copy of the index (``GIT_INDEX_FILE``),
+    whose lock is its own.  The copy is only read from, never put back.  It
+    keeps the index's mtime: git's racy-clean check compares each entry's
+    mtime with the index file's, so a copy made a second later would trust
+    a same-size edit made in the index's second."""
+    with tempfile.TemporaryDirectory(prefix="pcheckout-refresh-") as scratch:
+        copy = os.path.join(scratch, "index")
+        shutil.copyfile(index_path, copy)
+        st = os.stat(index_path)
+        os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
+        env = dict(os.environ if git.env is None else git.env)
+        env["GIT_INDEX_FILE"] = copy
+        g = Git(git.cwd, debug=git.debug, env=env, exe=git.exe, version=git.version)
+        g.run("update-index", "-q", "--refresh", "--ignore-submodules", ok_codes=(0, 1))
+        out = g.out("diff-files", "--name-only", "-z", "--ignore-submodules")
+    return {p for p in out.split(b"\0") if p}
+
+
+class Look(NamedTuple):
+    """Where a switch looks: the work tree, its index file, the repository's object
+    format, and the threads its lstats run on."""
+
+    git: Git
+    root_b: bytes
+    index_path: Path
+    hash_name: str
+    threads: Threads
+
+
+def modified(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]:
+    """Which of ``entries`` differ in the work tree, as git decides it: stat data
+    that matches (and is not racy) means clean; otherwise the content is hashed
+    (through ``git hash-object``, so clean filters and eol apply)."""
+    try:
+        index_mtime = os.stat(look.index_path).st_mtime_ns // ix.NS_PER_S
+    except OSError:
+        index_mtime = 0
+    dirty: set[bytes] = set()
+    suspects: list[ix.IndexEntry] = []
+    stats = _lstat_many(look.root_b, [e.path for e in entries], look.threads)
+    for e, st in zip(entries, stats, strict=True):
+        verdict = _by_stat(e, st, index_mtime)
+        if verdict is True:
+            dirty.add(e.path)
+        elif verdict is None:
+            suspects.append(e)
+    return dirty | _by_content(look, suspects)
+
+
+def _by_stat(e: ix.IndexEntry, st: os.stat_result | None, index_mtime: int) -> bool | None:
+    """Whether ``e``'s file is changed by its stat data alone: True (changed), False
+    (clean, and not racily so) or None (its content decides)."""
+    if st is None:
+        return True
+    if e.mode == MODE_GITLINK:
+        return not stat_mod.S_ISDIR(st.st_mode)
+    is_link = stat_mod.S_ISLNK(st.st_mode)
+    if is_link != (e.mode == MODE_SYMLINK) or not (is_link or stat_mod.S_ISREG(st.st_mode)):
+        return True
+    c_s, c_ns, m_s, m_ns, _dev, ino, uid, gid, size = ix.stat_fields(
+        st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_uid, st.st_gid, st.st_size
+    )
+    recorded = (e.mtime_s, e.mtime_ns, e.ctime_s, e.ctime_ns, e.ino, e.size, e.uid, e.gid)
+    if recorded == (m_s, m_ns, c_s, c_ns, ino, size, uid, gid) and e.mtime_s < index_mtime:
+        return False  # clean by stat data, and not racily so
+    return None
+
+
+def _by_content(look: Look, suspects: list[ix.IndexEntry]) -> set[bytes]:
+    """Which of ``suspects`` hash to something other than their index entry."""
+    dirty: set[bytes] = set()
+    files = []
+    for e in suspects:
+        if e.mode == MODE_SYMLINK:
+            target = os.readlink(full_path(look.root_b, e.path))
+            if blob_oid(target, look.hash_name) != e.oid.hex():
+                dirty.add(e.path)
+        else:
+            files.append(e)
+    plain = [e for e in files if b"\n" not in e.path]
+    if plain:
+        out = look.git.out(
+            "hash-object", "--stdin-paths", input=b"".join(e.path + b"\n" for e in plain)
+        ).split()
+        for e, oid in zip(plain, out, strict=True):
+            if bytes.fromhex(oid.decode()) != e.oid:
+                dirty.add(e.path)
+    for e in files:
+        if b"\n" in e.path:
+            oid = look.git.out("hash-object", "--", os.fsdecode(e.path)).strip()
+            if bytes.fromhex(oid.decode()) != e.oid:
+                dirty.add(e.path)
+    return dirty
+
+
+def refuse_untracked_in_the_way(
+    look: Look,
+    write: list[bytes],
+    delete: Collection[bytes],
+    tracked: Collection[bytes],
+    target: Mapping[bytes, Entry],
+) -> None:
+    """Untracked files in the way of what the switch is about to create (``write``,
+    while ``delete`` goes) refuse it: pcheckout never deletes or overwrites untracked
+    files."""
+    gone = set(delete)
+    in_the_way: list[bytes] = []
+    checked_dirs: dict[bytes, bool] = {}
+    looked = _look_up(look, write, tracked)
+    for path in write:
+        # leading directories must be real directories, or absent, or tracked files we delete
+        parts = path.split(b"/")
+        for k in range(1, len(parts)):
+            d = b"/".join(parts[:k])
+            if d not in checked_dirs:
+                checked_dirs[d] = _dir_ok(looked[d], d in gone)
+                if not checked_dirs[d]:
+                    in_the_way.append(d)
+        if path not in tracked:
+            in_the_way += _in_the_way(look.root_b, path, looked[path], target[path], tracked)
+    if in_the_way:
+        raise UntrackedInTheWayError(
+            "untracked working tree files would be overwritten by checkout: "
+            + quote_paths(sorted(set(in_the_way)))
+            + "; move or remove them first (pcheckout never deletes untracked files)"
+        )
+
+
+def _dir_ok(st: os.stat_result | None, deleted: bool) -> bool:
+    """Whether a leading directory of a path to write is no obstacle: absent, a real
+    directory, or a tracked file the switch deletes."""
+    if st is None:
+        return True
+    if stat_mod.S_ISLNK(st.st_mode):
+        return deleted
+    return stat_mod.S_ISDIR(st.st_mode) or deleted
+
+
+def _in_the_way(
+    root_b: bytes,
+    path: bytes,
+    st: os.stat_result | None,
+    entry: Entry,
+    tracked: Collection[bytes],
+) -> list[bytes]:
+    """The untracked paths at or below a new, untracked ``path`` that writing it would
+    overwrite: a directory where a file goes is fine only if everything in it is
+    tracked and leaving (a gitlink's directory is fine)."""
+    if st is None:
+        return []
+    if not stat_mod.S_ISDIR(st.st_mode):
+        return [path]
+    if entry.mode == MODE_GITLINK:
+        return []
+    return _untracked_below(root_b, path, tracked)[:SHOW_PATHS]
+
+
+def _look_up(
+    look: Look, to_write: list[bytes], tracked: Collection[bytes]
+) -> dict[bytes, os.stat_result | None]:
+    """lstat of every leading directory of ``to_write`` and of each new path that
+    is not tracked: what the untracked-files check needs, asked in parallel."""
+    wanted: dict[bytes, None] = {}
+    for path in to_write:
+        d = path.rpartition(b"/")[0]
+        chain = []
+        while d and d not in wanted:
+            chain.append(d)
+            d = d.rpartition(b"/")[0]
+        wanted.update(dict.fromkeys(reversed(chain)))
+        if path not in tracked:
+            wanted[path] = None
+    paths = list(wanted)
+    return dict(zip(paths, _lstat_many(look.root_b, paths, look.threads), strict=True))
+
+
+def _untracked_below(root_b: bytes, d: bytes, tracked: Collection[bytes]) -> list[bytes]:
+    found: list[bytes] = []
+    for dirpath, dirnames, filenames in os.walk(full_path(root_b, d)):
+        rel = os.path.relpath(dirpath, root_b)
+        for name in filenames + [n for n in dirnames if os.path.islink(os.path.join(dirpath, n))]:
+            p = os.path.join(rel, name)
+            if p not in tracked:
+                found.append(p)
+    return found

@@ -1,0 +1,236 @@
+"""Opening a checkout's run: the repository, REV, the lock and what the destination holds.
+
+Round 1 asks git its independent questions side by side (on a network mount each git
+process spends tens of round trips finding the repository before it answers): the
+version, the repository, the config, REV's resolution and, where the destination looks
+like a fresh checkout or a resume, the target's listing and the sparse pattern file
+(``_early``).  A thread beside it (``Ahead``) detects the destination's filesystem and
+imports what the run needs next.  Then ``index.lock`` is taken, before the work tree is
+looked at (``git/lock.py``), and the destination is listed under it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from pcheckout.context import Context, Reporter, both
+from pcheckout.errors import DestinationError, GitError
+from pcheckout.fs.listing import occupants
+from pcheckout.git.config import read_config
+from pcheckout.git.lock import IndexLock
+from pcheckout.git.refs import Target, resolve_target
+from pcheckout.git.runner import MIN_GIT, Git, discover, git_version
+from pcheckout.git.tree import Entry, RootedListing, list_rooted
+from pcheckout.options import CheckoutOptions
+from pcheckout.write import journal
+
+if TYPE_CHECKING:
+    from pcheckout.fs.detect import FsInfo
+
+__all__ = ["IN_PROGRESS", "Ahead", "Found", "Run", "open_checkout"]
+
+#: Marker left in the git dir while a checkout is writing; a re-run that finds
+#: it resumes (verifies what is there, writes the rest) instead of refusing.
+IN_PROGRESS = "pcheckout-in-progress"
+
+#: The modules every checkout imports after round 1 (the planner with the detection, the
+#: attributes): ~30 ms of imports on the dev VM, paid beside round 1 (``Ahead``).
+PLAN_MODULES = ("pcheckout.plan.planner", "pcheckout.git.attributes")
+
+#: The modules pcheckout's engine path imports (and theirs): ~30 ms more, paid beside
+#: round 1 only where the engine will write.
+ENGINE_MODULES = (
+    "pcheckout.write.partial",
+    "pcheckout.write.indexout",
+    "pcheckout.git.sparse",
+    "pcheckout.git.catfile",
+)
+
+
+class Patterns(NamedTuple):
+    """The sparse-checkout pattern file as read in round 1 (None: there is none)."""
+
+    data: bytes | None
+
+
+class Found(NamedTuple):
+    """What the destination holds before anything is written."""
+
+    occupied: list[bytes]  # names in the work tree besides .git
+    previous: journal.Previous | None  # an interrupted checkout's marker, if any
+    switching: bool  # populated, with an index: an incremental switch
+    listed: list[Entry] | None = None  # the target's entries, if listed beside round 1
+    patterns: Patterns | None = None  # the sparse pattern file, if read beside round 1
+
+    @property
+    def resume(self) -> bool:
+        return bool(self.occupied) and self.previous is not None
+
+
+class Run(NamedTuple):
+    """An opened checkout: its context, where REV goes, what is there, and the lock
+    (None: a dry run, which takes none)."""
+
+    ctx: Context
+    opts: CheckoutOptions
+    target: Target
+    found: Found
+    lock: IndexLock | None
+    ahead: Ahead
+
+    @property
+    def root(self) -> Path:
+        work_tree = self.ctx.repo.work_tree
+        assert work_tree is not None  # open_checkout refused bare repositories
+        return work_tree
+
+
+class Ahead:
+    """What a run does in a thread while round 1's git processes run (each spends tens of
+    round trips on a network mount before it answers: round 1 took ~90-130 ms on the 1 ms
+    latency mount): detect the destination's filesystem, import the modules every run
+    needs next, and where the filesystem is latency-bound (so pcheckout's engine will
+    write) the engine's, which the main thread then finds loaded.  Where git's writer runs
+    (a local disk, tmpfs) the engine's are not imported: CPU spent before git's writer
+    starts.  The package's imports run one way (no cycle), so importing from two threads
+    cannot deadlock.
+
+    The thread ends only when the main thread takes the filesystem (:meth:`finish`, once
+    round 1 is over, before anything is written: forked writers need the process's other
+    threads gone) or at :meth:`close`, if the run fails before: on Python 3.10 a thread's
+    end is ``pthread_exit``, for which glibc may first load ``libgcc_s``, and with the
+    open-file limit used up by round 1's pipes that aborts the process (SIGABRT after the
+    error line: ``test_open_file_limit_too_low_for_one_worker`` failed 3 of 5 runs on 3.10
+    while the thread ended on its own)."""
+
+    def __init__(self, opts: CheckoutOptions) -> None:
+        self._path = os.path.abspath(opts.directory)
+        self._imports = not opts.dry_run and opts.writer != "git"
+        self._fs: FsInfo | None = None
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pcheckout-ahead", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._work()
+        finally:
+            self._closed.wait()
+
+    def _work(self) -> None:
+        try:
+            from pcheckout.fs.detect import detect
+
+            self._fs = detect(self._path)
+        except Exception:  # noqa: BLE001 - the main thread detects again, and reports
+            return
+        names: tuple[str, ...] = PLAN_MODULES
+        if self._imports and self._fs.latency_bound:
+            names += ENGINE_MODULES
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the main thread's import reports it
+                return
+
+    def close(self) -> None:
+        """Let the thread end (its work done first), and wait for it."""
+        self._closed.set()
+        self._thread.join()
+
+    def finish(self, root: Path) -> FsInfo | None:
+        """The filesystem of ``root`` if it is the directory detected (None: detect it),
+        once the thread's work is done and the thread has ended."""
+        self.close()
+        return self._fs if self._path == str(root) else None
+
+
+class _Early(NamedTuple):
+    """What round 1 read beside the config and REV's resolution (``_early``)."""
+
+    listing: RootedListing
+    git_dir: str  # the git dir guessed: DIRECTORY/.git (used if discover agrees)
+    patterns: bytes | None  # its info/sparse-checkout; None: no such file
+
+
+def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
+    """The repository, its config and the target; then its index lock (a run that writes
+    takes it before it looks at the work tree) and what the work tree holds."""
+    # None of round 1's processes needs the version (the runner is given the oldest
+    # supported one until it is known); their errors count in this order: no git, no
+    # repository, then config and REV.
+    git = Git(opts.directory, debug=ui.debug, version=(*MIN_GIT, 0))
+    (version, repo), ((config, target), early) = both(
+        lambda: both(lambda: git_version(git.exe), lambda: discover(git)),
+        lambda: both(
+            lambda: both(lambda: read_config(git), lambda: resolve_target(git, opts.rev)),
+            lambda: _early(git, opts),
+        ),
+    )
+    git.version = version
+    if repo.work_tree is None:
+        raise DestinationError(
+            f"{opts.directory} is a bare repository; use 'pcheckout export' to write a tree"
+        )
+    ctx = Context(git, repo, config, ui, opts.environ, opts.spawn)
+    lock = None if opts.dry_run else IndexLock.acquire(repo.index_path)
+    try:
+        if lock is not None and lock.took_over:
+            ui.debug(f"took over {lock.path.decode(errors='replace')} of a pcheckout that died")
+        found = _found(ctx, opts.rev, target, early, repo.work_tree)
+    except BaseException:
+        if lock is not None:
+            lock.rollback()
+        raise
+    return Run(ctx, opts, target, found, lock, ahead)
+
+
+def _found(ctx: Context, rev: str, target: Target, early: _Early | None, work_tree: Path) -> Found:
+    """What the work tree holds (under the lock), with what round 1 read beside it."""
+    repo = ctx.repo
+    listed = None
+    patterns = None
+    if early is not None:
+        if early.listing.tree_id(repo.object_format) == target.tree:
+            listed = early.listing.entries
+        else:
+            ctx.ui.debug(f"{rev} was listed as another tree than {target.tree}: listed again")
+        if Path(early.git_dir).resolve() == repo.git_dir:
+            patterns = Patterns(early.patterns)
+    occupied = occupants(work_tree)
+    previous = journal.read(repo.git_dir / IN_PROGRESS) if occupied else None
+    switching = bool(occupied) and previous is None and repo.index_path.exists()
+    return Found(occupied, previous, switching, listed, patterns)
+
+
+def _early(git: Git, opts: CheckoutOptions) -> _Early | None:
+    """The target's listing and the sparse-checkout pattern file, read beside round 1
+    (each git process is tens of round trips on a network mount before it answers:
+    ``ls-tree -r`` took 57-71 ms on the 1 ms latency mount) where the destination looks
+    like a fresh checkout or a resume: ``.git`` alone, or beside an interrupted run's
+    journal.  A switch lists nothing entry by entry when git's writer runs it, so it is
+    not guessed at.  None where not tried or the listing failed (the same error then
+    comes from the ordinary path)."""
+    rev = opts.rev
+    if opts.dry_run or not rev or rev.startswith("-") or "\n" in rev:
+        return None
+    git_dir = os.path.join(opts.directory, ".git")
+    try:
+        names = os.listdir(opts.directory)
+        if ".git" not in names or (
+            len(names) > 1 and not os.path.exists(os.path.join(git_dir, IN_PROGRESS))
+        ):
+            return None
+        listing = list_rooted(git, rev)
+    except (GitError, OSError):
+        return None
+    try:
+        with open(os.path.join(git_dir, "info", "sparse-checkout"), "rb") as f:
+            patterns: bytes | None = f.read()
+    except OSError:
+        patterns = None
+    return _Early(listing, git_dir, patterns)
