@@ -10,7 +10,7 @@ from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, make_
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.plan import policy
-from pcheckout.plan.tune import pick_knee
+from pcheckout.tune.workload import pick_knee
 
 FIXTURES = Path(__file__).parent / "fixtures" / "mountinfo"
 

@@ -17,8 +17,8 @@ from pcheckout.cli.render import tune_result as render
 from pcheckout.errors import DestinationError, UsageError
 from pcheckout.fs.detect import FsInfo, detect
 from pcheckout.plan.policy import Tuned
-from pcheckout.plan.tune import TuneOptions, pick_knee, run_tune, worker_counts
 from pcheckout.plan.tunecache import TuneResult, cache_path, forget, lookup, store
+from pcheckout.tune.workload import TuneOptions, pick_knee, run_tune, worker_counts
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -14,15 +14,16 @@ import pytest
 from helpers import clone_no_checkout, git, make_repo, run_cli
 from rich.console import Console
 
-from pcheckout import tunewriters
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.cli.render import tune_result
 from pcheckout.fs.detect import FsInfo, detect
-from pcheckout.git import includeif
 from pcheckout.plan import policy
 from pcheckout.plan.policy import Tuned, Writer
-from pcheckout.plan.tune import TuneOptions, run_tune
 from pcheckout.plan.tunecache import TuneResult, WriterTimes, cache_path, lookup, store, stored
+from pcheckout.tune import gitconfig as includeif
+from pcheckout.tune import writers as tunewriters
+from pcheckout.tune.workload import TuneOptions, run_tune
+from pcheckout.tune.writers import Comparison
 
 GIT = (2, 39, 5)
 FILES = {b"d%d/f%03d" % (i % 4, i): b"%d\n" % i * 20 for i in range(240)}
@@ -82,9 +83,8 @@ def test_compare_interleaves_and_records_the_winner(shm: Path) -> None:
         calls.append((writer, workers))
         return fake[(writer, workers)]
 
-    times = tunewriters.compare(
-        str(shm), 2, 1e6, rounds=3, files=64, git_version=GIT, run=run, environ=os.environ
-    )
+    how = Comparison(GIT, rounds=3, files=64, run=run, environ=os.environ)
+    times = tunewriters.compare(str(shm), 2, 1e6, how)
     assert times is not None
     assert (times.winner, times.git_workers, times.engine_workers) == ("git", 4, 2)
     assert times.probe_files == 64 and times.rounds == 3
@@ -98,16 +98,15 @@ def test_compare_engine_wins_and_ties_go_to_the_engine(shm: Path) -> None:
     def run(work: Path, writer: Writer, workers: int) -> float:
         return 0.2 if writer == "pcheckout" else 0.2 + 0.01 * workers
 
-    times = tunewriters.compare(str(shm), 1, 1e6, rounds=1, files=20, git_version=GIT, run=run)
+    times = tunewriters.compare(str(shm), 1, 1e6, Comparison(GIT, rounds=1, files=20, run=run))
     assert times is not None and times.winner == "pcheckout" and times.git_workers == 1
-    same = tunewriters.compare(
-        str(shm), 1, 1e6, rounds=1, files=20, git_version=GIT, run=lambda w, x, n: 0.2
-    )
+    how = Comparison(GIT, rounds=1, files=20, run=lambda w, x, n: 0.2)
+    same = tunewriters.compare(str(shm), 1, 1e6, how)
     assert same is not None and same.winner == "pcheckout"
 
 
 def test_no_comparison_without_parallel_checkout(shm: Path) -> None:
-    assert tunewriters.compare(str(shm), 2, 1e6, git_version=(2, 31, 1)) is None
+    assert tunewriters.compare(str(shm), 2, 1e6, Comparison((2, 31, 1))) is None
     assert os.listdir(shm) == []
 
 
@@ -131,9 +130,8 @@ def test_real_comparison_on_tmpfs(shm: Path) -> None:
     lines: list[str] = []
 
     def writers(scratch: str, knee: int, rate: float) -> WriterTimes | None:
-        return tunewriters.compare(
-            scratch, knee, rate, rounds=1, files=300, git_version=GIT, progress=lines.append
-        )
+        how = Comparison(GIT, rounds=1, files=300, progress=lines.append)
+        return tunewriters.compare(scratch, knee, rate, how)
 
     r = run_tune(TuneOptions(str(shm), max_workers=2, files=200, rounds=1), fs=fs, writers=writers)
     assert os.listdir(shm) == []  # scratch and probe removed

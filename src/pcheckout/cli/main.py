@@ -1,7 +1,7 @@
 """Command line: parse, set up output, call the core, map errors to exit codes.
 
 Colour, TTY detection and progress bars live in ``cli/`` only; the core
-(``checkout.py``, ``export.py``, ``fs/detect.py``, ``plan/tune.py``) takes
+(``checkout.py``, ``export.py``, ``fs/detect.py``, ``tune/``) takes
 typed options and never prints.
 """
 
@@ -21,14 +21,11 @@ from pcheckout import __version__
 from pcheckout.errors import Interrupted, PcheckoutError, UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from rich.progress import Progress, TaskID
 
     from pcheckout.fs.detect import FsInfo
     from pcheckout.options import Result
-    from pcheckout.plan.tune import CompareWriters, TuneOptions
-    from pcheckout.plan.tunecache import WriterTimes
+    from pcheckout.tune.command import TuneRequest
 
 # Each command imports the core it runs inside its function: a checkout needs the
 # writers, `detect` only the detection (measured on the dev VM: `pcheckout detect
@@ -63,6 +60,16 @@ def _common(default: object) -> _ArgParser:
     return common
 
 
+WRITER_HELP = (
+    "who writes: pcheckout's engine, git's own parallel checkout, or 'auto' "
+    "(default: git where writing is CPU-bound, pcheckout where calls wait)"
+)
+WORKERS_HELP = (
+    "worker count: a number, or 'auto' (default: detect the filesystem, "
+    "use a tuned value or the policy, and adapt while writing)"
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     # -q/--debug work before or after the command; the subcommands' copies must
     # not reset a value given before the command, hence SUPPRESS there.
@@ -74,15 +81,17 @@ def _parser() -> argparse.ArgumentParser:
     common = _common(argparse.SUPPRESS)
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_ArgParser)
+    _add_checkout(sub, common)
+    _add_export(sub, common)
+    _add_detect(sub, common)
+    sub.add_parser(
+        "clone", help="git clone, then the parallel checkout (see 'clone --help')", add_help=False
+    )
+    _add_tune(sub, common)
+    return p
 
-    writer_help = (
-        "who writes: pcheckout's engine, git's own parallel checkout, or 'auto' "
-        "(default: git where writing is CPU-bound, pcheckout where calls wait)"
-    )
-    workers_help = (
-        "worker count: a number, or 'auto' (default: detect the filesystem, "
-        "use a tuned value or the policy, and adapt while writing)"
-    )
+
+def _add_checkout(sub: argparse._SubParsersAction[_ArgParser], common: _ArgParser) -> None:
     c = sub.add_parser(
         "checkout",
         parents=[common],
@@ -98,8 +107,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="run as if started in DIR (like git -C)",
     )
-    c.add_argument("-j", "--workers", type=_workers, metavar="N|auto", help=workers_help)
-    c.add_argument("--writer", type=_writer, metavar="pcheckout|git|auto", help=writer_help)
+    c.add_argument("-j", "--workers", type=_workers, metavar="N|auto", help=WORKERS_HELP)
+    c.add_argument("--writer", type=_writer, metavar="pcheckout|git|auto", help=WRITER_HELP)
     c.add_argument(
         "--no-adapt",
         action="store_true",
@@ -119,6 +128,8 @@ def _parser() -> argparse.ArgumentParser:
         help="discard local changes to tracked files (untracked files are never removed)",
     )
 
+
+def _add_export(sub: argparse._SubParsersAction[_ArgParser], common: _ArgParser) -> None:
     e = sub.add_parser(
         "export",
         parents=[common],
@@ -140,12 +151,14 @@ def _parser() -> argparse.ArgumentParser:
         help="read .gitattributes from the repository's working tree, not from "
         "REV's tree (as git archive --worktree-attributes)",
     )
-    e.add_argument("-j", "--workers", type=_workers, metavar="N|auto", help=workers_help)
-    e.add_argument("--writer", type=_writer, metavar="pcheckout|git|auto", help=writer_help)
+    e.add_argument("-j", "--workers", type=_workers, metavar="N|auto", help=WORKERS_HELP)
+    e.add_argument("--writer", type=_writer, metavar="pcheckout|git|auto", help=WRITER_HELP)
     e.add_argument("--no-adapt", action="store_true", help="keep the planned worker count")
     e.add_argument("-n", "--dry-run", action="store_true", help="write nothing; report the plan")
     e.add_argument("--json", action="store_true", help="machine-readable report on stdout")
 
+
+def _add_detect(sub: argparse._SubParsersAction[_ArgParser], common: _ArgParser) -> None:
     d = sub.add_parser(
         "detect",
         parents=[common],
@@ -159,10 +172,8 @@ def _parser() -> argparse.ArgumentParser:
         help="classify from a mount table captured elsewhere (a mountinfo file)",
     )
 
-    sub.add_parser(
-        "clone", help="git clone, then the parallel checkout (see 'clone --help')", add_help=False
-    )
 
+def _add_tune(sub: argparse._SubParsersAction[_ArgParser], common: _ArgParser) -> None:
     t = sub.add_parser(
         "tune",
         parents=[common],
@@ -203,7 +214,6 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --git-config: show what would be written, write nothing",
     )
-    return p
 
 
 # -- output ------------------------------------------------------------------
@@ -386,32 +396,25 @@ def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     from rich.console import Console  # see ConsoleReporter.start
 
     from pcheckout.cli import render
-    from pcheckout.fs import detect as fsdetect  # see the imports' note
-    from pcheckout.plan import tune, tunecache  # the workload: only this command runs it
+    from pcheckout.tune import command as tune  # the workload: only this command runs it
 
-    if args.max_workers < 1:
-        raise UsageError("--max-workers must be at least 1")
-    if not os.path.isdir(args.path):
-        raise UsageError(f"not a directory: {args.path}")
-    if (args.remove or args.no_measure or args.dry_run) and not args.git_config:
-        raise UsageError("--remove, --no-measure and --dry-run go with --git-config")
-    fs = fsdetect.detect(args.path)
-    if args.git_config:
-        return _tune_git_config(args, fs)
-    if args.forget:
-        dropped = tunecache.forget(fs)
+    request = _tune_request(args)
+    fs = tune.check(request)
+    if request.git_config:
+        return _tune_git_config(args, request, fs)
+    if request.forget:
+        forgotten = tune.forget(fs)
         if args.json:
-            print(json.dumps({"forgotten": dropped, "mount_key": fs.mount_key}))
+            print(json.dumps(forgotten.to_json()))
         elif not args.quiet:
             print(
-                ("forgot the stored result for " if dropped else "nothing stored for ")
-                + fs.mount_point
+                ("forgot the stored result for " if forgotten.dropped else "nothing stored for ")
+                + forgotten.mount_point
             )
         return 0
-    opts = _tune_options(args)
     err = Console(stderr=True)
     say = None if (args.quiet or args.json) else (lambda msg: err.print(f"[dim]{msg}[/dim]"))
-    result = tune.run_tune(opts, fs=fs, progress=say, writers=_compare_writers(args, say, ui))
+    result = tune.measure(request, fs, say, lambda msg: ui.note(f"{PROG}: note: {msg}"))
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     elif not args.quiet:
@@ -419,118 +422,53 @@ def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     return 0
 
 
-def _compare_writers(
-    args: argparse.Namespace, say: Callable[[str], None] | None, ui: ConsoleReporter
-) -> CompareWriters | None:
-    """tune's writer comparison (``pcheckout.tunewriters``), unless --no-writers; None with
-    a note where git cannot be run or has no parallel checkout."""
-    from pcheckout import tunewriters  # whole checkouts: only tune runs them
-    from pcheckout.git.runner import git_version
-    from pcheckout.plan import policy
+def _tune_request(args: argparse.Namespace) -> TuneRequest:
+    """``tune``'s arguments as the core's request."""
+    from pcheckout.tune.command import TuneRequest  # the workload: only this command runs it
+    from pcheckout.tune.workload import TuneOptions
 
-    if args.no_writers:
-        return None
-    try:
-        version = git_version()
-    except PcheckoutError as exc:
-        ui.note(f"{PROG}: note: not timing the writers: {exc}")
-        return None
-    if version[:2] < policy.GIT_PARALLEL_CHECKOUT:
-        have, need = (".".join(map(str, v)) for v in (version, policy.GIT_PARALLEL_CHECKOUT))
-        ui.note(f"{PROG}: note: git {have} has no parallel checkout ({need}+): the engine writes")
-        return None
-
-    def compare(scratch: str, knee: int, rate: float) -> WriterTimes | None:
-        return tunewriters.compare(
-            scratch, knee, rate, rounds=args.rounds, files=args.files, git_version=version,
-            progress=say,
-        )  # fmt: skip
-
-    return compare
-
-
-#: The entry count the plain-git count is planned for (checkout.workers holds one number for
-#: every repository under the mount): a mid-sized repository; only NFS 3/4.1/4.2 counts
-#: change with it (policy.NFS_LARGE_ENTRIES).
-PLAIN_GIT_ENTRIES = 10_000
-
-
-def _tune_options(args: argparse.Namespace) -> TuneOptions:
-    """``tune``'s measurement options from its arguments (``tune`` and ``tune --git-config``)."""
-    from pcheckout.plan.tune import TuneOptions  # the workload: only this command runs it
-
-    return TuneOptions(
+    measure = TuneOptions(
         path=args.path,
         max_workers=args.max_workers,
         files=args.files,
         duration=args.duration,
         rounds=args.rounds,
     )
+    return TuneRequest(
+        measure,
+        writers=not args.no_writers,
+        forget=args.forget,
+        git_config=args.git_config,
+        remove=args.remove,
+        measure_missing=not args.no_measure,
+        dry_run=args.dry_run,
+    )
 
 
-def _tune_git_config(args: argparse.Namespace, fs: FsInfo) -> int:
-    """``tune PATH --git-config``: plain git under this mount gets the count pcheckout would
-    give git's writer there (a stored tune result, measured now if there is none, or the
-    policy with --no-measure)."""
+def _tune_git_config(args: argparse.Namespace, request: TuneRequest, fs: FsInfo) -> int:
+    """``tune PATH --git-config``: shown, then written (or ``--remove``: taken out)."""
     import json
 
-    from pcheckout.git import includeif
-    from pcheckout.git.runner import Git
-    from pcheckout.plan import policy, tune, tunecache  # the workload: only this command runs it
+    from pcheckout.tune import command as tune  # the workload: only this command runs it
 
-    git = Git(Path(args.path))
-    mount = fs.mount_point or os.path.abspath(args.path)
-    if args.remove:
-        removed = [] if args.dry_run else includeif.remove(git, mount)
+    if request.remove:
+        removed = tune.remove_git_config(request, fs)
         if args.json:
-            print(json.dumps({"mount_point": mount, "removed": removed}))
+            print(json.dumps(removed.to_json()))
         elif not args.quiet:
-            print("\n".join(f"removed {r}" for r in removed) or f"nothing to remove for {mount}")
-        return 0
-    tuned = tunecache.lookup(fs)
-    if tuned is None and not args.no_measure:
-        opts = _tune_options(args)
-        quiet = ConsoleReporter(quiet=True, debug=False)
-        tune.run_tune(opts, fs=fs, progress=None, writers=_compare_writers(args, None, quiet))
-        tuned = tunecache.lookup(fs)
-    plan = policy.choose_workers(
-        fs,
-        cpus=policy.CpuInfo.current(),
-        entries=PLAIN_GIT_ENTRIES,
-        nbytes=0,
-        tuned=tuned,
-        writer=policy.ExplicitWriter("git", "--git-config"),
-        git_version=git.version,
-    )
-    content = includeif.render(
-        mount,
-        plan.workers,
-        policy.PARALLEL_THRESHOLD,
-        f"{fs.kind} ({fs.fstype} {fs.source}): {plan.reason}",
-        time.strftime("%Y-%m-%d"),
-    )
-    change = includeif.plan(git, mount, content)
-    if not args.quiet and not args.json:
-        print(("would write" if args.dry_run else "writing") + ":\n" + change.describe())
-    changed = False if args.dry_run else includeif.apply(git, change)
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "mount_point": mount,
-                    "key": change.key,
-                    "file": str(change.owned),
-                    "workers": plan.workers,
-                    "threshold": policy.PARALLEL_THRESHOLD,
-                    "reason": plan.reason,
-                    "changed": changed,
-                    "dry_run": args.dry_run,
-                },
-                indent=2,
+            print(
+                "\n".join(f"removed {r}" for r in removed.removed)
+                or f"nothing to remove for {removed.mount_point}"
             )
-        )
+        return 0
+    planned = tune.plan_git_config(request, fs)
+    if not args.quiet and not args.json:
+        print(("would write" if args.dry_run else "writing") + ":\n" + planned.change.describe())
+    written = tune.apply_git_config(request, planned)
+    if args.json:
+        print(json.dumps(written.to_json(), indent=2))
     elif not args.quiet and not args.dry_run:
-        print("written" if changed else "already in place: nothing to write")
+        print("written" if written.changed else "already in place: nothing to write")
     return 0
 
 

@@ -2,7 +2,7 @@
 
 ``$XDG_CACHE_HOME/pcheckout/tuned.json`` (default ``~/.cache/pcheckout/tuned.json``) holds one
 :class:`TuneResult` per mount, keyed by :attr:`FsInfo.mount_key`; a result never applies to
-another mount.  The file format is in ``docs/tuning.md``; :mod:`pcheckout.plan.tune` measures.
+another mount.  The file format is in ``docs/tuning.md``; :mod:`pcheckout.tune` measures.
 """
 
 from __future__ import annotations

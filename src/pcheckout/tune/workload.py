@@ -1,4 +1,4 @@
-"""``pcheckout tune``: measure a mount once, pick the knee, remember it per mount.
+"""``pcheckout tune``'s workload: measure a mount once, pick the knee, remember it per mount.
 
 A static table cannot know a given NFS server, SMB share or virtual disk (the idea is Ævar's
 unmerged "measure and write checkout.workers" job for git; docs/tuning.md).  So:
@@ -253,7 +253,7 @@ def _today() -> str:
 
 #: ``writers(scratch, knee, files_per_s_at_knee)``: time both writers on a probe tree under
 #: ``scratch`` (in the mount) and say which won; None where they cannot both run.  The caller
-#: provides it (``pcheckout.tunewriters``: it runs whole checkouts, a layer above this one).
+#: provides it (:func:`pcheckout.tune.writers.comparer`: whole checkouts, timed).
 CompareWriters = Callable[[str, int, float], WriterTimes | None]
 
 

@@ -9,8 +9,8 @@ import pytest
 from helpers import git, run_cli
 
 from pcheckout.errors import GitError
-from pcheckout.git import includeif
 from pcheckout.git.runner import Git
+from pcheckout.tune import gitconfig as includeif
 
 
 def _origin(repo: Path, key: str) -> str:

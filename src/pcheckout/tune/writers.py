@@ -1,12 +1,13 @@
 """``pcheckout tune``'s second step: time pcheckout's engine and git's own parallel checkout on
-one probe tree in the mount, interleaved, and say which was faster (issue 15).
+one probe tree in the mount, interleaved, and say which was faster.
 
 The policy's rule (git's writer where writing is CPU-bound, the engine where calls wait) is a
 rule about kinds of filesystems; a given mount (a fast NFS server, a FUSE daemon that serialises,
-a virtual disk whose writes wait) may differ.  So after the thread workload has found the knee
-(``plan/tune.py``), this runs whole fresh checkouts -- the same ``checkout()`` a user runs, so
-listing, planning, the index and HEAD are in the time -- of a probe tree shaped like the workload
-(16 files per directory, 0-8 KiB, some executables and symlinks, every blob distinct):
+a virtual disk whose writes wait) may differ.  So after the thread workload
+(:mod:`pcheckout.tune.workload`) has found the knee, this runs whole fresh checkouts -- the
+same ``checkout()`` a user runs, so listing, planning, the index and HEAD are in the time -- of
+a probe tree shaped like the workload (16 files per directory, 0-8 KiB, some executables and
+symlinks, every blob distinct):
 
 * pcheckout's engine at the knee;
 * git's writer at the knee, at twice it, and at the policy's count for git (2 per core) when
@@ -32,10 +33,12 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 from pcheckout.checkout import CheckoutOptions, checkout
-from pcheckout.errors import GitError, WriteError
+from pcheckout.errors import GitError, PcheckoutError, WriteError
+from pcheckout.git.runner import git_version
 from pcheckout.plan.policy import (
     CPU_BOUND_CAP,
     GIT_PARALLEL_CHECKOUT,
@@ -44,14 +47,16 @@ from pcheckout.plan.policy import (
     CpuInfo,
     Writer,
 )
-from pcheckout.plan.tune import (
+from pcheckout.plan.tunecache import WriterTimes
+from pcheckout.tune.workload import (
     CHMOD_EVERY,
     FILES_PER_DIR,
     MAX_FILE_SIZE,
     SYMLINK_EVERY,
+    CompareWriters,
+    TuneOptions,
     remove_tree,
 )
-from pcheckout.plan.tunecache import WriterTimes
 
 #: Aim of one probe checkout's length at the workload's measured rate: long enough that a
 #: checkout's fixed costs (a few git processes, ~30-50 ms on tmpfs) do not decide alone, short
@@ -67,6 +72,43 @@ _DIRS_PER_PARENT = 16
 
 #: One timed checkout: (work tree, writer, workers) -> seconds.  The seam tests replace.
 RunCheckout = Callable[[Path, Writer, int], float]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How the writers are compared: the git that runs, and the comparison's options."""
+
+    git_version: tuple[int, int, int]
+    rounds: int = 3
+    files: int | None = None  # the probe's entries (None: from the workload's rate)
+    progress: Callable[[str], None] | None = None  # one line per timed checkout
+    run: RunCheckout | None = None  # the seam tests replace (None: a real checkout())
+    environ: Mapping[str, str] | None = None  # the checkouts' environment (None: os.environ)
+
+
+def comparer(
+    opts: TuneOptions,
+    progress: Callable[[str], None] | None = None,
+    note: Callable[[str], None] | None = None,
+) -> CompareWriters | None:
+    """The comparison ``run_tune`` calls at the knee; None, with a ``note`` saying why, where
+    git cannot be run or has no parallel checkout."""
+    tell = note or (lambda _msg: None)
+    try:
+        version = git_version()
+    except PcheckoutError as exc:
+        tell(f"not timing the writers: {exc}")
+        return None
+    if version[:2] < GIT_PARALLEL_CHECKOUT:
+        have, need = (".".join(map(str, v)) for v in (version, GIT_PARALLEL_CHECKOUT))
+        tell(f"git {have} has no parallel checkout ({need}+): the engine writes")
+        return None
+    how = Comparison(version, rounds=opts.rounds, files=opts.files, progress=progress)
+
+    def run(scratch: str, knee: int, rate: float) -> WriterTimes | None:
+        return compare(scratch, knee, rate, how)
+
+    return run
 
 
 def probe_size(rate: float, files: int | None = None) -> int:
@@ -87,30 +129,20 @@ def configurations(knee: int, git_policy: int) -> tuple[tuple[Writer, int], ...]
     return (("pcheckout", knee), *(("git", n) for n in sorted(git_counts)))
 
 
-def compare(
-    scratch: str,
-    knee: int,
-    rate: float,
-    *,
-    rounds: int = 3,
-    files: int | None = None,
-    git_version: tuple[int, int, int],
-    progress: Callable[[str], None] | None = None,
-    run: RunCheckout | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> WriterTimes | None:
+def compare(scratch: str, knee: int, rate: float, how: Comparison) -> WriterTimes | None:
     """Time both writers on a probe tree under ``scratch``; None if git has no parallel
     checkout (then the comparison means nothing: git's writer is never chosen there)."""
-    if git_version[:2] < GIT_PARALLEL_CHECKOUT:
+    if how.git_version[:2] < GIT_PARALLEL_CHECKOUT:
         return None
-    say = progress or (lambda _msg: None)
-    n_files = probe_size(rate, files)
+    say = how.progress or (lambda _msg: None)
+    rounds = how.rounds
+    n_files = probe_size(rate, how.files)
     cores = CpuInfo.current().cpu_bound_workers
     configs = configurations(knee, min(cores * GIT_WORKERS_PER_CORE, CPU_BOUND_CAP))
-    env = dict(os.environ if environ is None else environ)
+    env = dict(os.environ if how.environ is None else how.environ)
     samples: dict[tuple[Writer, int], list[float]] = {c: [] for c in configs}
     with _probe_repository(n_files, env) as source, _probe_clone(scratch, source, env) as work:
-        timed = run or _timed_checkout(env)
+        timed = how.run or _timed_checkout(env)
         for r in range(rounds):
             order = configs if r % 2 == 0 else tuple(reversed(configs))
             for writer, n in order:

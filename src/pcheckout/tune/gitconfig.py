@@ -1,10 +1,11 @@
-"""Plain git tuned per mount: an ``[includeIf "gitdir:MOUNT/"]`` section in the user's global
-git config, pointing at a file pcheckout owns that sets ``checkout.workers`` (and
-``checkout.thresholdForParallelism``) for every repository whose git dir is under MOUNT.
+"""The git config ``pcheckout tune --git-config`` writes: plain git tuned per mount, an
+``[includeIf "gitdir:MOUNT/"]`` section in the user's global git config, pointing at a file
+pcheckout owns that sets ``checkout.workers`` (and ``checkout.thresholdForParallelism``) for
+every repository whose git dir is under MOUNT.
 
 So ``git checkout``, ``git switch``, ``git clone`` and every tool built on git use the count
 measured for that mount, without pcheckout and without changing git (what the 2020 proposal to
-auto-enable parallel checkout on NFS wanted; policy.py seed 001).  The global file is changed
+auto-enable parallel checkout on NFS wanted; docs/tuning.md).  The global file is changed
 only through ``git config --global`` (git picks the file: ``GIT_CONFIG_GLOBAL``, ``~/.gitconfig``
 or ``$XDG_CONFIG_HOME/git/config``); writing is idempotent, and :func:`remove` takes out the
 include and the owned file, and the section once nothing else is left in it.
@@ -15,12 +16,16 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from pcheckout.errors import GitError, decode
+from pcheckout.fs.detect import FsInfo
 from pcheckout.git.runner import Git
+from pcheckout.plan import policy
 
 #: The first line of every file pcheckout owns; :func:`remove` deletes only files that have it.
 MARKER = "# Written by pcheckout tune --git-config"
@@ -89,6 +94,46 @@ def render(mount_point: str, workers: int, threshold: int, why: str, date: str) 
         "[pcheckout]\n"
         f"\tgitConfigWorkers = {workers}\n"
     )
+
+
+#: The entry count the plain-git count is planned for (checkout.workers holds one number for
+#: every repository under the mount): a mid-sized repository; only NFS 3/4.1/4.2 counts
+#: change with it (policy.NFS_LARGE_ENTRIES).
+PLAIN_GIT_ENTRIES = 10_000
+
+
+class MountConfig(NamedTuple):
+    """The git config planned for one mount: the count plain git gets, and the change."""
+
+    git: Git
+    mount_point: str
+    plan: policy.WorkerPlan  # git's writer's plan for PLAIN_GIT_ENTRIES entries
+    threshold: int  # checkout.thresholdForParallelism
+    change: GitConfigChange
+
+
+def for_mount(git: Git, fs: FsInfo, mount_point: str, tuned: policy.Tuned | None) -> MountConfig:
+    """Plain git under this mount gets the count pcheckout would give git's writer there (the
+    tune result ``tuned``, else the policy): the owned file's content, and what writing it
+    changes."""
+    planned = policy.choose_workers(
+        fs,
+        cpus=policy.CpuInfo.current(),
+        entries=PLAIN_GIT_ENTRIES,
+        nbytes=0,
+        tuned=tuned,
+        writer=policy.ExplicitWriter("git", "--git-config"),
+        git_version=git.version,
+    )
+    content = render(
+        mount_point,
+        planned.workers,
+        policy.PARALLEL_THRESHOLD,
+        f"{fs.kind} ({fs.fstype} {fs.source}): {planned.reason}",
+        time.strftime("%Y-%m-%d"),
+    )
+    change = plan(git, mount_point, content)
+    return MountConfig(git, mount_point, planned, policy.PARALLEL_THRESHOLD, change)
 
 
 def _global_values(git: Git, key: str) -> list[str]:
