@@ -2,15 +2,17 @@
 """Build, mount and unmount latencyfs, the latency-injecting FUSE filesystem.
 
     python3 scripts/latencyfs.py mount BACKING_DIR MOUNTPOINT [--latency-ms 1.0]
-        [--data-latency-ms X] [--max-inflight N] [--cache-seconds 3]
+        [--data-latency-ms X] [--max-inflight N] [--cache-seconds 3] [--stats FILE]
     python3 scripts/latencyfs.py umount MOUNTPOINT
+    python3 scripts/latencyfs.py stats FILE
     python3 scripts/latencyfs.py build
 
 ``mount`` builds the binary when it is missing or older than its sources,
 creates both directories, starts the daemon in the background and returns once
 the mount answers requests.  It prints nothing on success; errors go to stderr
 and the exit status is 1.  The same operations are importable: :func:`build`,
-:func:`mount`, :func:`umount` and the context manager :func:`mounted`.
+:func:`mount`, :func:`umount`, the context manager :func:`mounted` and
+:func:`read_stats`.
 
 See docs/latencyfs.md for what the filesystem imitates and how fast it is.
 """
@@ -19,14 +21,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, NamedTuple
 
 try:
     from pcheckout.errors import PcheckoutError
@@ -108,59 +113,74 @@ def _ms(name: str, value: float) -> str:
     return repr(float(value))
 
 
+def _count(name: str, value: object, least: int = 1) -> str:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        what = "a positive integer" if least else "a count"
+        raise LatencyFsError(f"{name} must be {what}, not {value!r}")
+    return str(value)
+
+
+class Options(NamedTuple):
+    """How a mount behaves (the keywords of :func:`mount`; docs/latencyfs.md).
+
+    ``latency_ms`` is charged to every metadata request, ``data_latency_ms``
+    (default: the same) to every read and write; ``max_inflight`` is the
+    server's slots (requests served at once; default: unlimited);
+    ``cache_seconds`` is the kernel's entry/attribute timeout (0 = no caching).
+    ``threads`` and ``max_background`` override the daemon's tuning.
+    ``fault_errno`` (``"EIO"``, ``"ESTALE"``, ...) makes the requests named by
+    ``fault_ops`` (``"create,write,flush,mkdir,symlink"``; default create) on
+    names containing ``fault_match`` fail, ``fault_times`` times in all
+    (default: always).  ``stats``: a file the daemon counts its requests in
+    (:func:`read_stats`).
+    """
+
+    latency_ms: float = 1.0
+    data_latency_ms: float | None = None
+    max_inflight: int | None = None
+    cache_seconds: float = 3.0
+    threads: int | None = None
+    max_background: int | None = None
+    fault_errno: str | None = None
+    fault_ops: str | None = None
+    fault_match: str | None = None
+    fault_times: int | None = None
+    stats: str | os.PathLike[str] | None = None
+
+    def argv(self) -> list[str]:
+        """The daemon's options; LatencyFsError for a value it would refuse."""
+        args = ["--latency-ms", _ms("latency_ms", self.latency_ms)]
+        args += ["--cache-seconds", _ms("cache_seconds", self.cache_seconds)]
+        if self.data_latency_ms is not None:
+            args += ["--data-latency-ms", _ms("data_latency_ms", self.data_latency_ms)]
+        for name in ("max_inflight", "threads", "max_background"):
+            value = getattr(self, name)
+            if value is not None:
+                args += ["--" + name.replace("_", "-"), _count(name, value)]
+        if self.fault_errno is not None:
+            args += ["--fault-errno", self.fault_errno]
+            if self.fault_ops is not None:
+                args += ["--fault-ops", self.fault_ops]
+            if self.fault_match is not None:
+                args += ["--fault-match", self.fault_match]
+            if self.fault_times is not None:
+                args += ["--fault-times", _count("fault_times", self.fault_times, least=0)]
+        if self.stats is not None:
+            args += ["--stats", _abs(self.stats)]
+        return args
+
+
 def mount(
-    backing: str | os.PathLike[str],
-    mountpoint: str | os.PathLike[str],
-    *,
-    latency_ms: float = 1.0,
-    data_latency_ms: float | None = None,
-    max_inflight: int | None = None,
-    cache_seconds: float = 3.0,
-    threads: int | None = None,
-    max_background: int | None = None,
-    fault_errno: str | None = None,
-    fault_ops: str | None = None,
-    fault_match: str | None = None,
-    fault_times: int | None = None,
+    backing: str | os.PathLike[str], mountpoint: str | os.PathLike[str], **options: Any
 ) -> None:
     """Mount a latencyfs over ``backing`` at ``mountpoint``; return once it is live.
 
-    ``latency_ms`` is charged to every metadata request, ``data_latency_ms``
-    (default: the same) to every read and write; ``max_inflight`` caps the
-    requests served at once (default: unlimited); ``cache_seconds`` is the
-    kernel's entry/attribute timeout (0 = no caching).  ``threads`` and
-    ``max_background`` override the daemon's tuning (see docs/latencyfs.md).
-    ``fault_errno`` (``"EIO"``, ``"ESTALE"``, ...) makes the requests named by
-    ``fault_ops`` (``"create,write,flush,mkdir,symlink"``; default create) on names
-    containing ``fault_match`` fail, ``fault_times`` times in all (default: always).
+    ``options`` are :class:`Options`' fields (``latency_ms=0.5, max_inflight=16``, ...).
     """
-    args = [
-        "--latency-ms", _ms("latency_ms", latency_ms),
-        "--cache-seconds", _ms("cache_seconds", cache_seconds),
-    ]  # fmt: skip
-    if data_latency_ms is not None:
-        args += ["--data-latency-ms", _ms("data_latency_ms", data_latency_ms)]
-    for name, value in (
-        ("max_inflight", max_inflight),
-        ("threads", threads),
-        ("max_background", max_background),
-    ):
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise LatencyFsError(f"{name} must be a positive integer, not {value!r}")
-        args += ["--" + name.replace("_", "-"), str(value)]
-    if fault_errno is not None:
-        args += ["--fault-errno", fault_errno]
-        if fault_ops is not None:
-            args += ["--fault-ops", fault_ops]
-        if fault_match is not None:
-            args += ["--fault-match", fault_match]
-        if fault_times is not None:
-            if isinstance(fault_times, bool) or not isinstance(fault_times, int) or fault_times < 0:
-                raise LatencyFsError(f"fault_times must be a count, not {fault_times!r}")
-            args += ["--fault-times", str(fault_times)]
-
+    try:
+        args = Options(**options).argv()
+    except TypeError as exc:
+        raise LatencyFsError(str(exc)) from exc
     if not Path("/dev/fuse").exists():
         raise LatencyFsError("/dev/fuse does not exist: FUSE is not available here")
     binary = build()
@@ -200,6 +220,31 @@ def mount(
         raise LatencyFsError(f"latencyfs at {target} does not answer: {exc}") from exc
 
 
+#: The first line of a stats file (``--stats``), and where its counters start.
+STATS_MAGIC = b"latencyfs stats 1"
+STATS_OFFSET = 4096
+
+
+def read_stats(path: str | os.PathLike[str]) -> dict[str, int]:
+    """The counters of a ``--stats`` file, by name: requests served per operation
+    (``lookup``, ``create``, ``write_buf``, ...), ``slot_waits`` (requests that found
+    every server slot taken) and ``slot_wait_ns`` (their time waiting).  Read while
+    mounted or after; subtract two readings for what happened in between."""
+    data = Path(path).read_bytes()
+    names = data[:STATS_OFFSET].split(b"\0", 1)[0].decode().split()
+    head = STATS_MAGIC.decode().split()
+    if names[: len(head)] != head:
+        raise LatencyFsError(f"{path} is not a latencyfs stats file")
+    names = names[len(head) :]
+    values = struct.unpack_from(f"={len(names)}Q", data, STATS_OFFSET)
+    return dict(zip(names, values, strict=True))
+
+
+def requests(stats: dict[str, int]) -> int:
+    """The latency-bearing requests among ``stats`` (every counter but the slot waits)."""
+    return sum(v for k, v in stats.items() if not k.startswith("slot_"))
+
+
 def umount(mountpoint: str | os.PathLike[str]) -> None:
     """Unmount the latencyfs at ``mountpoint`` (lazily if busy); wait until gone.
 
@@ -231,10 +276,10 @@ def umount(mountpoint: str | os.PathLike[str]) -> None:
 
 @contextlib.contextmanager
 def mounted(
-    backing: str | os.PathLike[str], mountpoint: str | os.PathLike[str], **kw: object
+    backing: str | os.PathLike[str], mountpoint: str | os.PathLike[str], **options: Any
 ) -> Iterator[Path]:
     """Mount for the duration of a ``with`` block; yields the mount point."""
-    mount(backing, mountpoint, **kw)  # type: ignore[arg-type]
+    mount(backing, mountpoint, **options)
     try:
         yield Path(_abs(mountpoint))
     finally:
@@ -272,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="fail this many requests in all (default: every one)",
     )
+    p_mount.add_argument("--stats", default=None, help="count the requests served in this file")
+    p_stats = sub.add_parser("stats", help="print a --stats file's counters as JSON")
+    p_stats.add_argument("file")
     p_umount = sub.add_parser("umount", help="unmount and wait until gone")
     p_umount.add_argument("mountpoint")
     sub.add_parser("build", help="build the daemon only")
@@ -281,21 +329,14 @@ def main(argv: list[str] | None = None) -> int:
             build()
         elif ns.cmd == "umount":
             umount(ns.mountpoint)
+        elif ns.cmd == "stats":
+            print(json.dumps(read_stats(ns.file), indent=1))
         else:
-            mount(
-                ns.backing,
-                ns.mountpoint,
-                latency_ms=ns.latency_ms,
-                data_latency_ms=ns.data_latency_ms,
-                max_inflight=ns.max_inflight,
-                cache_seconds=ns.cache_seconds,
-                threads=ns.threads,
-                max_background=ns.max_background,
-                fault_errno=ns.fault_errno,
-                fault_ops=ns.fault_ops,
-                fault_match=ns.fault_match,
-                fault_times=ns.fault_times,
-            )
+            options = {name: getattr(ns, name) for name in Options._fields}
+            mount(ns.backing, ns.mountpoint, **options)
+    except OSError as exc:
+        print(f"latencyfs: error: {exc}", file=sys.stderr)
+        return 1
     except LatencyFsError as exc:
         print(f"latencyfs: error: {exc}", file=sys.stderr)
         return 1

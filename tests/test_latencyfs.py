@@ -234,6 +234,39 @@ def test_max_inflight_serialises_requests(binary: Path, tmp_path: Path) -> None:
         assert time.perf_counter() - t0 >= 4 * LATENCY_MS / 1000
 
 
+def test_stats_count_requests_and_slot_waits(binary: Path, tmp_path: Path) -> None:
+    """--stats: what a checkout's creates cost, per request, as docs/latencyfs.md tables it;
+    with one slot, two concurrent opens make one of them wait."""
+    stats = tmp_path / "stats"
+    with _mount(tmp_path, "st", latency_ms=5.0, max_inflight=1, stats=stats) as (backing, mnt):
+        before = lfs.read_stats(stats)
+        for i in range(5):
+            fd = os.open(mnt / f"f{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            os.write(fd, b"x")
+            os.close(fd)
+        (backing / "a").write_bytes(b"x")
+        (backing / "b").write_bytes(b"x")
+        go = threading.Barrier(2)
+
+        def stat_one(name: str) -> None:
+            go.wait()
+            os.stat(mnt / name)
+
+        threads = [threading.Thread(target=stat_one, args=(n,)) for n in ("a", "b")]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    after = lfs.read_stats(stats)  # RELEASE is asynchronous: read once unmounted
+    delta = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+    waits, waited = delta.pop("slot_waits"), delta.pop("slot_wait_ns")
+    assert delta == {"lookup": 7, "create": 5, "write_buf": 5, "flush": 5, "release": 5}
+    assert waits >= 1 and waited >= 1_000_000 * waits  # a slot held 5 ms
+    assert lfs.requests(after) - lfs.requests(before) == 27
+    with pytest.raises(lfs.LatencyFsError, match="not a latencyfs stats file"):
+        lfs.read_stats(backing / "a")
+
+
 def test_mount_errors_and_idempotent_umount(
     fs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -32,6 +32,9 @@
  *                          (write, flush) containing S (default: all)
  *     --fault-times N      fail N matching requests in all, then serve them
  *                          (default: fail every one)
+ *     --stats FILE         count the requests served, by operation, in FILE (a
+ *                          text header naming the counters, then the counters as
+ *                          native uint64 at byte STATS_OFFSET; read it any time)
  *     -f                   stay in the foreground
  *     -d                   libfuse debug output (implies -f)
  *     -o OPTS              extra mount options passed to libfuse
@@ -54,6 +57,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -77,6 +81,8 @@
 /* Lock stripes for the inode table; a power of two well above the thread
  * count in flight so that lookups in different directories rarely meet. */
 #define INODE_STRIPES 1024u
+/* --stats: the counters start here, after the text header that names them. */
+#define STATS_OFFSET 4096
 
 enum kind { META, DATA };
 
@@ -107,6 +113,76 @@ static struct config cfg = {
 };
 
 static sem_t slots;
+
+/* ------------------------------------------------------------ statistics */
+
+/* The requests that are charged a latency, in the order of the stats file. */
+#define OPS(X)                                                                            \
+	X(lookup) X(getattr) X(setattr) X(readlink) X(access) X(mknod) X(mkdir) X(symlink) \
+	X(link) X(unlink) X(rmdir) X(rename) X(open) X(create) X(read) X(write_buf)        \
+	X(flush) X(release) X(fsync) X(fallocate) X(opendir) X(readdir) X(releasedir)      \
+	X(fsyncdir) X(statfs)
+
+enum op {
+#define X(name) OP_##name,
+	OPS(X)
+#undef X
+	/* requests that found every server slot taken, and the time they waited */
+	STAT_SLOT_WAITS,
+	STAT_SLOT_WAIT_NS,
+	STAT_COUNT
+};
+
+static const char *const stat_names[STAT_COUNT] = {
+#define X(name) #name,
+	OPS(X)
+#undef X
+	"slot_waits", "slot_wait_ns",
+};
+
+static const char *stats_path;
+static uint64_t *stats; /* NULL: not counting */
+
+static inline void count(enum op i, uint64_t n)
+{
+	if (stats)
+		__atomic_fetch_add(&stats[i], n, __ATOMIC_RELAXED);
+}
+
+/* The stats file: "latencyfs stats 1", one counter name per line, NUL padding up
+ * to STATS_OFFSET, then the counters, mapped shared so readers see them live. */
+static int open_stats(void)
+{
+	int fd = open(stats_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		goto fail;
+	char head[STATS_OFFSET] = "latencyfs stats 1\n";
+	size_t len = strlen(head);
+	for (unsigned i = 0; i < STAT_COUNT; i++)
+		len += (size_t)snprintf(head + len, sizeof(head) - len, "%s\n", stat_names[i]);
+	size_t size = STATS_OFFSET + STAT_COUNT * sizeof(uint64_t);
+	if (pwrite(fd, head, sizeof(head), 0) != (ssize_t)sizeof(head) ||
+	    ftruncate(fd, (off_t)size) != 0)
+		goto fail;
+	void *map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED)
+		goto fail;
+	close(fd);
+	stats = (uint64_t *)((char *)map + STATS_OFFSET);
+	return 0;
+fail:
+	fprintf(stderr, "latencyfs: %s: %s\n", stats_path, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
 
 /* ---------------------------------------------------------- fault injection */
 
@@ -261,13 +337,19 @@ static __thread bool slack_set;
 /* Take a server slot (if capped) and sleep the request's latency.  The clock
  * starts once the slot is held: a request queued for a busy server waits for a
  * slot, then pays the full service time. */
-static void begin(enum kind k)
+static void begin(enum kind k, enum op op)
 {
 	uint64_t ns = k == DATA ? cfg.data_ns : cfg.meta_ns;
 
-	if (cfg.max_inflight)
+	count(op, 1);
+	if (cfg.max_inflight && sem_trywait(&slots) != 0) {
+		uint64_t t0 = stats ? now_ns() : 0;
 		while (sem_wait(&slots) != 0 && errno == EINTR)
 			;
+		count(STAT_SLOT_WAITS, 1);
+		if (stats)
+			count(STAT_SLOT_WAIT_NS, now_ns() - t0);
+	}
 	if (ns == 0)
 		return;
 	if (!slack_set) {
@@ -759,7 +841,7 @@ static void lfs_statfs(fuse_req_t req, fuse_ino_t ino)
 #define W(kind, name, params, args)                                                        \
 	static void w_##name params                                                        \
 	{                                                                                  \
-		begin(kind);                                                               \
+		begin(kind, OP_##name);                                                    \
 		lfs_##name args;                                                           \
 		end();                                                                     \
 	}
@@ -796,7 +878,7 @@ W(META, statfs, (fuse_req_t r, fuse_ino_t i), (r, i))
 #define FW(kind, name, params, args, due)                                                  \
 	static void w_##name params                                                        \
 	{                                                                                  \
-		begin(kind);                                                               \
+		begin(kind, OP_##name);                                                    \
 		if (due)                                                                   \
 			fuse_reply_err(r, fault_errno);                                    \
 		else                                                                       \
@@ -855,7 +937,8 @@ static void usage(const char *prog)
 		"usage: %s [--latency-ms F] [--data-latency-ms F] [--max-inflight N]\n"
 		"          [--cache-seconds F] [--threads N] [--max-background N] [--no-clone-fd]\n"
 		"          [--allow-other] [--fault-errno E] [--fault-ops LIST] [--fault-match S]\n"
-		"          [--fault-times N] [-f] [-d] [-o OPTS] BACKING_DIR MOUNTPOINT\n",
+		"          [--fault-times N] [--stats FILE] [-f] [-d] [-o OPTS]\n"
+		"          BACKING_DIR MOUNTPOINT\n",
 		prog);
 }
 
@@ -974,6 +1057,8 @@ static int parse_args(int argc, char **argv)
 			if (!parse_uint(v, &n))
 				goto bad;
 			fault_left = (long)n, i++;
+		} else if (!strcmp(a, "--stats")) {
+			stats_path = v, i++;
 		} else if (!strcmp(a, "--threads")) {
 			if (!parse_uint(v, &cfg.threads) || cfg.threads < 2)
 				goto bad;
@@ -1038,6 +1123,8 @@ int main(int argc, char **argv)
 	if (rc != 0)
 		return 2;
 
+	if (stats_path && open_stats() != 0)
+		return 1;
 	umask(0); /* the kernel has applied the caller's umask already */
 	raise_nofile();
 	buckets = calloc(INODE_BUCKETS, sizeof(*buckets));
