@@ -120,6 +120,9 @@ class Dest:
     # root) inodes freed in the last minute are skipped, at a kernel-CPU cost per create, so a
     # run right after the previous run's rm -rf measures the deletion (docs/filesystems.md).
     defer_delete: bool = False
+    # Mounted destinations: the requests the server has counted since the mount (a fresh
+    # mount per run), by type; read once the timed command's mount is gone.
+    stats: Callable[[], dict[str, int]] | None = None
 
 
 @dataclass
@@ -291,32 +294,76 @@ def tree_entry_count(src: Path, rev: str) -> int:
 
 
 def _load_latencyfs() -> ModuleType | None:
-    path = Path(__file__).resolve().parent / "latencyfs.py"
+    return _load_script("latencyfs")
+
+
+def _fuse_latency(name: str) -> float | None:
+    """``fuse1`` -> 1.0 (ms per request), ``sshfs0.5`` -> 0.5 (ms of round trip); None if the
+    name is not of that form."""
+    for prefix in ("fuse", "sshfs"):
+        if name.startswith(prefix):
+            try:
+                return float(name[len(prefix) :])
+            except ValueError:
+                return None
+    return None
+
+
+def _load_script(name: str) -> ModuleType | None:
+    path = Path(__file__).resolve().parent / f"{name}.py"
     if not path.exists():
         return None
-    spec = importlib.util.spec_from_file_location("latencyfs", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         return None
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["latencyfs"] = mod
+    sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
 
 
-def _fuse_latency(name: str) -> float | None:
-    """``fuse1`` -> 1.0 (ms per request); None if the name is not of that form."""
-    if not name.startswith("fuse"):
-        return None
+def open_sshfs(name: str, scratch_tmpfs: Path, options: str | None) -> Dest | str:
+    """``sshfsMS``: scripts/sshfsmount.py at MS ms of round trip, a fresh mount per run, its
+    SFTP requests counted."""
+    rtt = _fuse_latency(name)
+    mod = _load_script("sshfsmount")
+    if mod is None:
+        return "scripts/sshfsmount.py not found; skipping the sshfs destination"
+    why = mod.why_unavailable()
+    if why is not None:
+        return f"sshfs cannot be mounted here ({why}); skipping"
+    backing, mnt = scratch_tmpfs / f"{name}-backing", scratch_tmpfs / f"{name}-mnt"
+    stats = scratch_tmpfs / f"{name}-stats"
+    backing.mkdir(parents=True, exist_ok=True)
+
+    def mount() -> contextlib.AbstractContextManager[Any]:
+        cm: contextlib.AbstractContextManager[Any] = mod.mounted(
+            backing, mnt, rtt_ms=rtt, options=options, stats=stats
+        )
+        return cm
+
+    def counted() -> dict[str, int]:
+        got: dict[str, int] = mod.read_stats(stats)
+        return {**got, "requests": mod.requests(got)}
+
     try:
-        return float(name[4:])
-    except ValueError:
-        return None
+        with mount():
+            kind = benchlib.fs_type(mnt)
+    except Exception as exc:  # fail soft: a broken mount skips the table, not the run
+        return f"mounting sshfs failed: {exc}"
+    return Dest(name, mnt, backing, kind, rtt, mount, stats=counted)
 
 
 def open_dest(
-    name: str, scratch_tmpfs: Path, scratch_disk: Path, cache_seconds: float
+    name: str,
+    scratch_tmpfs: Path,
+    scratch_disk: Path,
+    cache_seconds: float,
+    sshfs_options: str | None = None,
 ) -> Dest | str:
     """A ready Dest, or a string saying why this destination is skipped."""
+    if name.startswith("sshfs"):
+        return open_sshfs(name, scratch_tmpfs, sshfs_options)
     if name in ("tmpfs", "disk"):
         d = (scratch_tmpfs if name == "tmpfs" else scratch_disk) / name
         d.mkdir(parents=True, exist_ok=True)
@@ -335,21 +382,28 @@ def open_dest(
     # Backing store on tmpfs: what is measured is the injected latency, not a disk.
     backing = scratch_tmpfs / f"{name}-backing"
     mnt = scratch_tmpfs / f"{name}-mnt"
+    stats = scratch_tmpfs / f"{name}-stats"
     backing.mkdir(parents=True, exist_ok=True)
     mnt.mkdir(parents=True, exist_ok=True)
+    counting = hasattr(mod, "read_stats")  # an older latencyfs.py (--baseline) counts nothing
 
     def mount() -> contextlib.AbstractContextManager[Any]:
+        extra = {"stats": stats} if counting else {}
         cm: contextlib.AbstractContextManager[Any] = mod.mounted(
-            backing, mnt, latency_ms=latency, cache_seconds=cache_seconds
+            backing, mnt, latency_ms=latency, cache_seconds=cache_seconds, **extra
         )
         return cm
+
+    def counted() -> dict[str, int]:
+        got: dict[str, int] = mod.read_stats(stats)
+        return {**got, "requests": mod.requests(got)}
 
     try:
         with mount():
             kind = benchlib.fs_type(mnt)
     except Exception as exc:  # fail soft: a broken mount skips the table, not the run
         return f"mounting the latency filesystem failed: {exc}"
-    return Dest(name, mnt, backing, kind, latency, mount)
+    return Dest(name, mnt, backing, kind, latency, mount, stats=counted if counting else None)
 
 
 # --------------------------------------------------------------------------- one table
@@ -428,6 +482,7 @@ class Table:
 
     def _one(self, cell: Cell) -> None:
         back, work = self._prepare(cell.row)
+        before: dict[str, int] | None = None
         try:
             with contextlib.ExitStack() as stack:
                 if self.dest.mount is not None:
@@ -436,7 +491,13 @@ class Table:
                         # The index holds the backing inode numbers; refresh it through the
                         # mount so the timed switch does not re-hash files git thinks changed.
                         self._git("update-index", "-q", "--refresh", cwd=work)
+                    before = self.dest.stats() if self.dest.stats else None
                 self._timed(cell, back, work)
+            if before is not None and self.dest.stats is not None:
+                # read once unmounted: the kernel sends the last RELEASEs in the background
+                after = self.dest.stats()
+                delta = {k: v - before.get(k, 0) for k, v in after.items()}
+                cell.runs[-1]["requests"] = {k: v for k, v in delta.items() if v}
         finally:
             if not self.dest.defer_delete:  # else removed with the scratch directory at the end
                 benchlib.rmtree(back)
@@ -540,6 +601,13 @@ def _mib(values: list[int | None]) -> str:
     return "-" if not vals else f"{max(vals) / 1024:.1f}"
 
 
+def _per_file(runs: list[dict[str, Any]], entries: int) -> str:
+    """The median of the runs' counted requests (every one the server saw during the
+    command, start-up included) per entry of the tree."""
+    counts = [x["requests"]["requests"] for x in runs if x["ok"] and "requests" in x]
+    return "-" if not counts or not entries else f"{statistics.median(counts) / entries:.2f}"
+
+
 def markdown(t: dict[str, Any]) -> str:
     s = summarize(t)
     gd, gb = s["git_default_s"], s["git_best_s"]
@@ -548,11 +616,12 @@ def markdown(t: dict[str, Any]) -> str:
         f"### {t['kind']} - {t['dest']} ({t['fs_type']}), repo {t['repo']}, "
         f"{t['entries']} entries\n\n"
     )
-    extra = " tree RSS MiB |" if rss else ""
+    counted = any("requests" in x for r in t["rows"] for x in r["runs"])
+    extra = (" tree RSS MiB |" if rss else "") + (" requests/file |" if counted else "")
     lines = [
         "| row | median s | min s | max s | ÷ git default | ÷ git best "
         f"(workers={s['git_best_workers']}) | maxrss MiB |{extra} note |",
-        "|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if rss else "") + "---|",
+        "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * (rss + counted) + "---|",
     ]
     for r in t["rows"]:
         secs = [x["seconds"] for x in r["runs"] if x["ok"]]
@@ -569,6 +638,8 @@ def markdown(t: dict[str, Any]) -> str:
         ]
         if rss:
             cols.append(_mib([x["peak_tree_rss_kib"] for x in r["runs"]]))
+        if counted:
+            cols.append(_per_file(r["runs"], t["entries"]))
         lines.append("| " + " | ".join([*cols, note]) + " |")
     if t["kind"] == "scaling":
         lines.append("")
@@ -658,6 +729,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--big-blob-mib", type=int, default=DEFAULT_BIG_BLOB_MIB)
     ap.add_argument("--fuse-cache-seconds", type=float, default=DEFAULT_FUSE_CACHE_SECONDS)
     ap.add_argument(
+        "--sshfs-options", default=None, help="more sshfs -o options (e.g. max_conns=4)"
+    )
+    ap.add_argument(
         "--repo-dir",
         type=Path,
         default=PROJECT / "bench-out" / "repos",
@@ -704,7 +778,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if d not in DESTS and not _fuse_latency(d):
             ap.error(
                 f"unknown destination {d!r} (choose from {', '.join(DESTS)}, "
-                "or fuseMS for any latency, e.g. fuse1)"
+                "fuseMS for any latency, e.g. fuse1, or sshfsMS for sshfs at a round trip)"
             )
     a.files = a.files or (QUICK_FILES if a.quick else DEFAULT_FILES)
     a.fuse_files = a.fuse_files or (QUICK_FILES if a.quick else min(a.files, DEFAULT_FUSE_FILES))
@@ -793,7 +867,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         dests: list[Dest] = []
         for name in a.dests:
-            d = open_dest(name, scratch_tmpfs, scratch_disk, a.fuse_cache_seconds)
+            d = open_dest(name, scratch_tmpfs, scratch_disk, a.fuse_cache_seconds, a.sshfs_options)
             if isinstance(d, str):
                 print(f"[bench] {name}: {d}", file=sys.stderr)
                 result["skipped"][name] = d
@@ -802,6 +876,7 @@ def main(argv: list[str] | None = None) -> int:
                 "fs_type": d.fs_type,
                 "backing_fs_type": benchlib.fs_type(d.backing),
                 "latency_ms": d.latency_ms,
+                "sshfs_options": a.sshfs_options if name.startswith("sshfs") else None,
             }
             dests.append(d)
         fresh = lean_rows(a.worker_list) if a.lean else fresh_rows(a.worker_list, a.baseline)
