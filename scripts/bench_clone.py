@@ -9,7 +9,7 @@ directory on a fresh latencyfs mount (1 ms by default):
 - ``git clone --no-checkout`` and ``pcheckout clone --no-checkout``: the clone
   phase alone;
 - with ``--stage-ab``: only pcheckout with and without staging the git dir
-  (``PCHECKOUT_CLONE_STAGE=never``, see src/pcheckout/stage.py), both phases
+  (``PCHECKOUT_CLONE_STAGE=never``, see src/pcheckout/clone/stage.py), both phases
   and the clone phase alone, beside git's rows for the clone phase and the
   last ``--workers`` count.
 

@@ -17,7 +17,7 @@ from clonehelp import (
 from helpers import git, run_cli, snapshot
 
 from pcheckout.clone import guess_dir_name, parse_args
-from pcheckout.stage import ENV as STAGE
+from pcheckout.clone.stage import ENV as STAGE
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def test_clone_equals_git_clone(tmp_path: Path, server: Path, options: list[str]
     git_clone(tmp_path, *options, url(server), "theirs")
     pcheckout_clone(tmp_path, *options, url(server), "ours")
     assert_clone_same(tmp_path / "ours", tmp_path / "theirs")
-    # the git dir written on scratch space and copied (stage.py) is the same
+    # the git dir written on scratch space and copied (clone/stage.py) is the same
     pcheckout_clone(tmp_path, *options, url(server), "staged", env={STAGE: "always"})
     assert_clone_same(tmp_path / "staged", tmp_path / "theirs")
 

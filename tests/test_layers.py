@@ -24,7 +24,7 @@ LAYERS = [
     {"pcheckout.apply"},  # carrying a plan out
     {"pcheckout.checkout", "pcheckout.export"},
     # git clone, then checkout() (its public API); tune timing checkout() with each writer
-    {"pcheckout.clone", "pcheckout.stage", "pcheckout.tune"},
+    {"pcheckout.clone", "pcheckout.tune"},
     {"pcheckout.cli", "pcheckout.__main__"},
 ]
 

@@ -1,0 +1,219 @@
+"""The run: ``git clone --no-checkout``, then the checkout phase, then the submodules."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pcheckout.checkout import checkout
+from pcheckout.clone.args import CloneArgs
+from pcheckout.clone.dirname import destination
+from pcheckout.clone.reporter import CloneReporter
+from pcheckout.clone.stage import ENV as STAGE_ENV
+from pcheckout.clone.stage import move_git_dir, remove_partial_clone, scratch_dir, worth_staging
+from pcheckout.clone.submodules import SubmoduleResult, update_submodules
+from pcheckout.errors import GitCloneError, HookError, Interrupted, UnknownRevisionError
+from pcheckout.git.runner import Git
+from pcheckout.options import CheckoutOptions, Result
+
+
+@dataclass(frozen=True)
+class CloneOptions:
+    args: CloneArgs
+    workers: int | None = None  # --workers parsed (None: auto)
+    cwd: Path = field(default_factory=Path.cwd)
+    environ: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+@dataclass
+class CloneResult:
+    url: str
+    directory: Path
+    bare: bool
+    clone_seconds: float
+    checkout: Result | None = None
+    skipped: str | None = None  # why there was no checkout phase
+    submodules: list[SubmoduleResult] = field(default_factory=list)
+    seconds: float = 0.0
+    dry_run: bool = False  # the CLI's report code reads it for every command
+    staged: bool = False  # the git dir was written on local scratch space, then copied
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "mode": "clone",
+            "url": self.url,
+            "directory": str(self.directory),
+            "bare": self.bare,
+            "clone_seconds": round(self.clone_seconds, 4),
+            "staged": self.staged,
+            "checkout": self.checkout.to_json() if self.checkout is not None else None,
+            "skipped": self.skipped,
+            "submodules": [s.to_json() for s in self.submodules],
+            "seconds": round(self.seconds, 4),
+        }
+
+
+def clone(opts: CloneOptions, ui: CloneReporter) -> CloneResult:
+    args = opts.args
+    t0 = time.monotonic()
+    dest = destination(args)
+    cmd = ["git", "clone", *args.git_options, "--no-checkout", "--", args.url]
+    work = Path(os.path.abspath(os.path.join(opts.cwd, dest))) if dest is not None else None
+    scratch = _staging(args, work, opts.environ, ui)
+    existed = work is not None and os.path.lexists(work)
+    if scratch is not None:
+        cmd.insert(2, f"--separate-git-dir={scratch / 'git'}")
+    try:
+        run_git_clone(
+            [*cmd, dest] if dest is not None else cmd,
+            cwd=opts.cwd,
+            environ=opts.environ,
+            debug=ui.debug,
+        )
+        if scratch is not None and work is not None:
+            t_copy = time.monotonic()
+            try:
+                move_git_dir(scratch / "git", work / ".git")
+            except BaseException:
+                remove_partial_clone(work, existed=existed)
+                raise
+            ui.debug(f"git dir copied from {scratch} in {time.monotonic() - t_copy:.3f} s")
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if dest is None:  # pragma: no cover - git dies when it cannot guess one either
+        raise GitCloneError("no directory name could be guessed", 128)
+    target = Path(os.path.abspath(os.path.join(opts.cwd, dest)))
+    result = CloneResult(
+        args.url,
+        target,
+        args.bare or args.mirror,
+        time.monotonic() - t0,
+        staged=scratch is not None,
+    )
+    if args.bare or args.mirror:
+        result.skipped = "mirror" if args.mirror else "bare"
+    elif args.no_checkout:
+        result.skipped = "no-checkout"
+    else:
+        copts = CheckoutOptions(
+            directory=target,
+            rev="HEAD",
+            workers=opts.workers,
+            adapt=args.adapt,
+            environ=opts.environ,
+        )
+        hint = f"the clone is complete; run 'pcheckout checkout -C {dest}' to finish the checkout"
+        try:
+            result.checkout = checkout(copts, ui)
+        except UnknownRevisionError:
+            if _head_commit(target, opts.environ, ui) is not None:
+                raise
+            result.skipped = "empty"  # git warned: "You appear to have cloned an empty repository."
+        except Interrupted as exc:
+            raise Interrupted(exc.signum, hint) from None
+        except KeyboardInterrupt:
+            raise Interrupted(signal.SIGINT, hint) from None
+        if result.checkout is not None:
+            run_post_checkout(target, opts.environ, ui)
+        if result.checkout is not None and args.recurse_submodules:
+            result.submodules = update_submodules(target, args, opts.environ, ui, opts.workers)
+    result.seconds = time.monotonic() - t0
+    return result
+
+
+#: ``git hook run`` came in git 2.36; before it the hook file is run directly.
+GIT_HOOK_RUN = (2, 36)
+
+
+def run_post_checkout(work: Path, environ: dict[str, str], ui: CloneReporter) -> None:
+    """git clone runs the post-checkout hook after its checkout (builtin/clone.c:
+    checkout(), arguments: the null id, HEAD, 1), before the submodules; a
+    failing hook makes git clone fail with exit 1 after a complete checkout."""
+    git = Git(work, debug=ui.debug, env=environ)
+    out = git.out("rev-parse", "--git-path", "hooks/post-checkout", "HEAD").decode()
+    hook, head = (out.splitlines() + ["", ""])[:2]
+    path = work / hook
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        return
+    null = "0" * len(head)
+    if git.has(GIT_HOOK_RUN):
+        cmd = ["git", "hook", "run", "post-checkout", "--", null, head, "1"]
+    else:  # pragma: no cover - git < 2.36
+        cmd = [str(path), null, head, "1"]
+    ui.debug("running: " + " ".join(cmd))
+    proc = subprocess.run(cmd, cwd=work, env=environ, stdout=2, stdin=subprocess.DEVNULL)
+    if proc.returncode != 0:
+        raise HookError(
+            f"the post-checkout hook failed (exit {proc.returncode}); "
+            "the clone and its checkout are complete"
+        )
+
+
+def run_git_clone(
+    cmd: list[str], *, cwd: Path, environ: dict[str, str], debug: Callable[[str], None]
+) -> None:
+    """Run git clone with our stderr (its progress and messages reach the user
+    as git writes them) and stdout sent to stderr (``--json`` owns stdout).
+
+    On Ctrl-C git gets SIGINT from the terminal too and removes the partial
+    clone; we wait for it to finish that (subprocess.run would kill it after
+    0.25 s, leaving the partial clone behind).  SIGTERM sent to us alone is
+    passed on to git, which cleans up the same way."""
+    debug("running: " + " ".join(cmd))
+    try:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=environ, stdout=2, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        raise GitCloneError(f"cannot run git: {exc}", 1) from None
+    try:
+        code = proc.wait()
+    except (KeyboardInterrupt, Interrupted) as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        if signum != signal.SIGINT:
+            proc.send_signal(signum)
+        _wait_uninterrupted(proc)
+        raise Interrupted(signum, "git clone removed the partial clone") from None
+    if code != 0:
+        raise GitCloneError("", code)
+
+
+def _staging(
+    args: CloneArgs, work: Path | None, environ: dict[str, str], ui: CloneReporter
+) -> Path | None:
+    """A scratch directory for git clone's git dir, or None to clone in place
+    (see stage.py for when and why)."""
+    if work is None or args.bare or args.mirror or args.separate_git_dir is not None:
+        return None
+    mode = environ.get(STAGE_ENV, "auto")
+    if mode == "never":
+        return None
+    if mode != "always":
+        borrows = args.borrows_objects and not args.dissociate
+        if not borrows:
+            return None
+        reason = worth_staging(work)
+        if reason is None:
+            return None
+        ui.debug(f"staging the git dir: {reason}")
+    return scratch_dir()
+
+
+def _wait_uninterrupted(proc: subprocess.Popen[bytes]) -> None:
+    while True:
+        try:
+            proc.wait()
+            return
+        except KeyboardInterrupt:
+            continue
+
+
+def _head_commit(root: Path, environ: dict[str, str], ui: CloneReporter) -> str | None:
+    git = Git(root, debug=ui.debug, env=environ)
+    proc = git.run("rev-parse", "-q", "--verify", "HEAD^{commit}", ok_codes=(0, 1, 128))
+    return proc.stdout.decode().strip() or None if proc.returncode == 0 else None

@@ -1,0 +1,212 @@
+"""What ``git submodule update --init --recursive`` does after git clone's
+checkout, each submodule cloned and checked out on its own thread."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pcheckout.checkout import checkout
+from pcheckout.clone.args import CloneArgs
+from pcheckout.clone.reporter import CloneReporter, QuietReporter
+from pcheckout.errors import UsageError
+from pcheckout.git.config import read_config
+from pcheckout.git.runner import Git
+from pcheckout.options import CheckoutOptions, Result
+
+#: Submodules cloned at once when neither --jobs nor submodule.fetchJobs says:
+#: each clone mostly waits (on the server, on the destination's round trips),
+#: so they overlap well; the bound keeps the processes (a git clone and a
+#: checkout's cat-file workers each) and their descriptors in reason.
+DEFAULT_SUBMODULE_JOBS = 8
+
+
+@dataclass
+class SubmoduleResult:
+    name: str
+    path: str
+    commit: str
+    checkout: Result | None
+    submodules: list[SubmoduleResult] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "path": self.path,
+            "commit": self.commit,
+            "checkout": self.checkout.to_json() if self.checkout is not None else None,
+            "submodules": [s.to_json() for s in self.submodules],
+        }
+
+
+@dataclass(frozen=True)
+class _Submodule:
+    name: str
+    path: str
+    commit: str
+    url: str
+    shallow: bool  # .gitmodules "shallow = true" (git clones it with --depth=1)
+    branch: str | None  # .gitmodules "branch" (for --remote-submodules)
+
+
+def update_submodules(
+    root: Path,
+    args: CloneArgs,
+    environ: dict[str, str],
+    ui: CloneReporter,
+    workers: int | None = None,
+) -> list[SubmoduleResult]:
+    """What ``git submodule update --init --recursive`` does after git clone's
+    checkout, with the submodules side by side (git clones them --jobs at a
+    time, then checks each out in turn) and each checked out by the parallel
+    writer: register the active submodules (``git submodule init``), clone
+    each into .git/modules (``git submodule--helper clone``, git's own), fetch
+    the recorded commit if the clone lacks it, check it out detached as
+    ``git checkout -f -q COMMIT`` would, and recurse into its submodules."""
+    git = Git(root, debug=ui.debug, env=environ)
+    quiet = ["--quiet"] if args.quiet else []
+    proc = git.run("submodule", "init", *quiet)
+    _relay(proc.stdout + proc.stderr, ui)
+    subs = _initialized_submodules(git)
+    if not subs:
+        return []
+    jobs = _submodule_jobs(args, git)
+    results: list[SubmoduleResult | None] = [None] * len(subs)
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+    todo = list(enumerate(subs))
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if not todo or errors:
+                    return
+                k, sub = todo.pop(0)
+            try:
+                results[k] = _update_one(root, sub, args, environ, ui, workers)
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+                with lock:
+                    errors.append(exc)
+                return
+
+    threads = [
+        threading.Thread(target=worker, name=f"submodule-{j}", daemon=True)
+        for j in range(min(jobs, len(subs)))
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return [r for r in results if r is not None]
+
+
+def _update_one(
+    root: Path,
+    sub: _Submodule,
+    args: CloneArgs,
+    environ: dict[str, str],
+    ui: CloneReporter,
+    workers: int | None,
+) -> SubmoduleResult:
+    git = Git(root, debug=ui.debug, env=environ)
+    cmd = ["submodule--helper", "clone"]
+    cmd += ["--quiet"] if args.quiet else (["--progress"] if args.progress else [])
+    cmd += ["--path", sub.path, "--name", sub.name, "--url", sub.url]
+    if args.shallow_submodules or sub.shallow:
+        cmd.append("--depth=1")
+    if args.also_filter_submodules and args.filters:
+        cmd += [f"--filter={f}" for f in args.filters]
+    if args.single_branch is not None:
+        cmd.append("--single-branch" if args.single_branch else "--no-single-branch")
+    cmd.append("--require-init")
+    proc = git.run(*cmd, what=f"cloning submodule '{sub.path}' failed")
+    _relay(proc.stderr, ui)
+    work = root / sub.path
+    sgit = Git(work, debug=ui.debug, env=environ, version=git.version)
+    rev = sub.commit
+    if args.remote_submodules:
+        rev = sgit.out("rev-parse", "--verify", f"origin/{sub.branch or 'HEAD'}").decode().strip()
+    elif sgit.run("cat-file", "-e", f"{rev}^{{commit}}", ok_codes=(0, 1, 128)).returncode:
+        # git submodule update fetches a recorded commit the clone did not bring
+        q = ["--quiet"] if args.quiet else []
+        depth = ["--depth=1"] if args.shallow_submodules or sub.shallow else []
+        sgit.run("fetch", *q, *depth, what=f"fetching in submodule '{sub.path}' failed")
+        if sgit.run("cat-file", "-e", f"{rev}^{{commit}}", ok_codes=(0, 1, 128)).returncode:
+            sgit.run(
+                "fetch",
+                *q,
+                *depth,
+                "origin",
+                rev,
+                what=f"fetching {rev} in submodule '{sub.path}' failed",
+            )
+    result = checkout(
+        CheckoutOptions(
+            directory=work, rev=rev, workers=workers, adapt=args.adapt, environ=environ
+        ),
+        QuietReporter(ui),
+    )
+    if not args.quiet:
+        ui.note(f"Submodule path '{sub.path}': checked out '{rev}'")
+    nested: list[SubmoduleResult] = []
+    if (work / ".gitmodules").exists():
+        nested = update_submodules(work, args, environ, ui, workers)
+    return SubmoduleResult(sub.name, sub.path, rev, result, nested)
+
+
+def _initialized_submodules(git: Git) -> list[_Submodule]:
+    """Gitlinks of the index that ``git submodule init`` registered (a url in
+    .git/config) and whose update mode is not "none", in index order."""
+    listing = git.out("ls-files", "-s", "-z")
+    links: list[tuple[str, str]] = []
+    for rec in listing.split(b"\0"):
+        if rec.startswith(b"160000 "):
+            meta, _, raw_path = rec.partition(b"\t")
+            links.append((os.fsdecode(raw_path), meta.split()[1].decode()))
+    if not links:
+        return []
+    gm = git.run("config", "-z", "-f", ".gitmodules", "--list", ok_codes=(0, 1)).stdout
+    modules: dict[str, dict[str, str]] = {}
+    for item in gm.split(b"\0"):
+        key, _, value = item.partition(b"\n")
+        k = os.fsdecode(key)
+        if k.startswith("submodule.") and "." in k[10:]:
+            name, _, var = k[10:].rpartition(".")
+            modules.setdefault(name, {})[var.lower()] = os.fsdecode(value)
+    by_path = {m["path"]: name for name, m in modules.items() if "path" in m}
+    config = read_config(git)
+    subs = []
+    for path, commit in links:
+        found = by_path.get(path)
+        if found is None:
+            continue
+        name = found
+        url = config.get(f"submodule.{name}.url")
+        update = config.get(f"submodule.{name}.update", modules[name].get("update", ""))
+        if url is None or update == "none":
+            continue
+        shallow = modules[name].get("shallow", "").lower() in ("true", "yes", "on", "1")
+        subs.append(_Submodule(name, path, commit, url, shallow, modules[name].get("branch")))
+    return subs
+
+
+def _submodule_jobs(args: CloneArgs, git: Git) -> int:
+    value = args.jobs
+    if value is None:
+        proc = git.run("config", "--int", "submodule.fetchJobs", ok_codes=(0, 1))
+        value = proc.stdout.decode().strip() or None
+    try:
+        jobs = int(value) if value is not None else DEFAULT_SUBMODULE_JOBS
+    except ValueError:
+        raise UsageError(f"--jobs: not a number: {value}") from None
+    return jobs if jobs > 0 else DEFAULT_SUBMODULE_JOBS  # git: 0 means "a reasonable default"
+
+
+def _relay(output: bytes, ui: CloneReporter) -> None:
+    text = output.decode("utf-8", "replace").rstrip("\n")
+    if text:
+        ui.note(text)
