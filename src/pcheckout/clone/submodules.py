@@ -14,6 +14,7 @@ from pcheckout.clone.reporter import CloneReporter, QuietReporter
 from pcheckout.errors import UsageError
 from pcheckout.git.config import read_config
 from pcheckout.git.runner import Git
+from pcheckout.git.submodules import by_path, index_gitlinks, read_gitmodules, submodule_config
 from pcheckout.options import CheckoutOptions, Result
 
 #: Submodules cloned at once when neither --jobs nor submodule.fetchJobs says:
@@ -161,36 +162,23 @@ def _update_one(
 def _initialized_submodules(git: Git) -> list[_Submodule]:
     """Gitlinks of the index that ``git submodule init`` registered (a url in
     .git/config) and whose update mode is not "none", in index order."""
-    listing = git.out("ls-files", "-s", "-z")
-    links: list[tuple[str, str]] = []
-    for rec in listing.split(b"\0"):
-        if rec.startswith(b"160000 "):
-            meta, _, raw_path = rec.partition(b"\t")
-            links.append((os.fsdecode(raw_path), meta.split()[1].decode()))
+    links = index_gitlinks(git)
     if not links:
         return []
-    gm = git.run("config", "-z", "-f", ".gitmodules", "--list", ok_codes=(0, 1)).stdout
-    modules: dict[str, dict[str, str]] = {}
-    for item in gm.split(b"\0"):
-        key, _, value = item.partition(b"\n")
-        k = os.fsdecode(key)
-        if k.startswith("submodule.") and "." in k[10:]:
-            name, _, var = k[10:].rpartition(".")
-            modules.setdefault(name, {})[var.lower()] = os.fsdecode(value)
-    by_path = {m["path"]: name for name, m in modules.items() if "path" in m}
+    sections = by_path(read_gitmodules(git))
     config = read_config(git)
     subs = []
-    for path, commit in links:
-        found = by_path.get(path)
-        if found is None:
+    for link in links:
+        module = sections.get(link.path)
+        if module is None:
             continue
-        name = found
-        url = config.get(f"submodule.{name}.url")
-        update = config.get(f"submodule.{name}.update", modules[name].get("update", ""))
-        if url is None or update == "none":
+        registered = submodule_config(config, module.name)
+        update = registered.update if registered.update is not None else module.update
+        if registered.url is None or update == "none":
             continue
-        shallow = modules[name].get("shallow", "").lower() in ("true", "yes", "on", "1")
-        subs.append(_Submodule(name, path, commit, url, shallow, modules[name].get("branch")))
+        path = os.fsdecode(link.path)
+        url = registered.url
+        subs.append(_Submodule(module.name, path, link.commit, url, module.shallow, module.branch))
     return subs
 
 
