@@ -130,8 +130,6 @@ class CloneArgs:
     filters: list[str] = field(default_factory=list)
     single_branch: bool | None = None
     separate_git_dir: str | None = None
-    no_tags: bool = False
-    upload_pack: str | None = None
     borrows_objects: bool = False  # --shared, --reference, --reference-if-able
     dissociate: bool = False
 
@@ -266,8 +264,4 @@ def _note_git(args: CloneArgs, canon: str, value: str | None, negated: bool) -> 
         args.borrows_objects = on
     elif canon == "dissociate":
         args.dissociate = on
-    elif canon == "no-tags":
-        args.no_tags = on
-    elif canon == "upload-pack":
-        args.upload_pack = value if on else None
     args.quiet = args.verbosity < 0

@@ -41,7 +41,6 @@ class CloneResult:
     skipped: str | None = None  # why there was no checkout phase
     submodules: list[SubmoduleResult] = field(default_factory=list)
     seconds: float = 0.0
-    dry_run: bool = False  # the CLI's report code reads it for every command
     staged: bool = False  # the git dir was written on local scratch space, then copied
 
     def to_json(self) -> dict[str, object]:
