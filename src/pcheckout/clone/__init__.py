@@ -35,7 +35,7 @@ from pcheckout.clone.run import (
     run_git_clone,
     run_post_checkout,
 )
-from pcheckout.clone.submodules import SubmoduleResult, update_submodules
+from pcheckout.clone.submodules import SubmoduleResult, SubmoduleRun, update_submodules
 
 __all__ = [
     "CloneArgs",
@@ -43,6 +43,7 @@ __all__ = [
     "CloneReporter",
     "CloneResult",
     "SubmoduleResult",
+    "SubmoduleRun",
     "clone",
     "destination",
     "guess_dir_name",

@@ -138,79 +138,9 @@ def parse_args(argv: Sequence[str]) -> CloneArgs:
     """Split ``argv`` (the words after ``clone``) as git clone's parse-options
     would: options anywhere, ``--opt=value`` and ``--opt value``, bundled short
     options (``-qn``, ``-bmain``, ``-j4``), unambiguous abbreviations, ``--``."""
-    positional: list[str] = []
-    git_opts: list[str] = []
-    args = CloneArgs(url="", directory=None)
-    words = list(argv)
-    i = 0
-
-    def take_value(opt: str) -> str:
-        nonlocal i
-        if i + 1 >= len(words):
-            raise UsageError(f"clone: option '{opt}' requires a value")
-        i += 1
-        return words[i]
-
-    while i < len(words):
-        word = words[i]
-        if word == "--":
-            positional.extend(words[i + 1 :])
-            break
-        if word.startswith("--"):
-            name, eq, inline = word[2:].partition("=")
-            found = _canonical(name)
-            if found is None:  # unknown to us: git decides (and explains)
-                git_opts.append(word)
-                i += 1
-                continue
-            canon, negated = found
-            if canon in OWN_VALUE_LONG:
-                args.workers = inline if eq else take_value(word)
-            elif canon in OWN_FLAG_LONG:
-                if eq:
-                    raise UsageError(f"clone: option '--{canon}' takes no value")
-                if canon == "no-adapt":
-                    args.adapt = negated
-                else:
-                    setattr(args, canon, not negated)
-            elif canon in GIT_VALUE_LONG and not negated:
-                value = inline if eq else take_value(word)
-                git_opts.extend([word] if eq else [word, value])
-                _note_git(args, canon, value, False)
-            else:
-                git_opts.append(word)
-                _note_git(args, canon, inline if eq else None, negated)
-            i += 1
-            continue
-        if word.startswith("-") and word != "-":
-            # bundled short options: flags until one that takes a value, which
-            # takes the rest of the word or the next word
-            k = 1
-            while k < len(word):
-                letter = word[k]
-                if letter == "h":
-                    args.help = True
-                    k += 1
-                    continue
-                if letter in GIT_VALUE_SHORT:
-                    rest = word[k + 1 :]
-                    canon = GIT_VALUE_SHORT[letter]
-                    if rest:
-                        value = rest
-                        git_opts.append(f"-{letter}{rest}")
-                    else:
-                        value = take_value(f"-{letter}")
-                        git_opts.extend([f"-{letter}", value])
-                    _note_git(args, canon, value, False)
-                    break
-                git_opts.append(f"-{letter}")
-                if letter in GIT_FLAG_SHORT:
-                    _note_git(args, GIT_FLAG_SHORT[letter], None, False)
-                k += 1
-            i += 1
-            continue
-        positional.append(word)
-        i += 1
+    reader = _Reader(list(argv))
+    reader.read()
+    args, positional = reader.args, reader.positional
     if args.help:
         return args
     if not positional:
@@ -219,8 +149,86 @@ def parse_args(argv: Sequence[str]) -> CloneArgs:
         raise UsageError("clone: too many arguments (expected URL [DIR])")
     args.url = positional[0]
     args.directory = positional[1] if len(positional) > 1 else None
-    args.git_options = git_opts
+    args.git_options = reader.git_options
     return args
+
+
+class _Reader:
+    """parse_args' walk over the words: each option read into ``args`` (git's also kept
+    verbatim, in order, in ``git_options``), the other words into ``positional``."""
+
+    def __init__(self, words: list[str]) -> None:
+        self.words = words
+        self.i = 0  # the word being read
+        self.args = CloneArgs(url="", directory=None)
+        self.git_options: list[str] = []
+        self.positional: list[str] = []
+
+    def read(self) -> None:
+        words = self.words
+        while self.i < len(words):
+            word = words[self.i]
+            if word == "--":
+                self.positional.extend(words[self.i + 1 :])
+                return
+            if word.startswith("--"):
+                self._long(word)
+            elif word.startswith("-") and word != "-":
+                self._short(word)
+            else:
+                self.positional.append(word)
+            self.i += 1
+
+    def _value(self, opt: str) -> str:
+        """The next word, as the value of ``opt``."""
+        if self.i + 1 >= len(self.words):
+            raise UsageError(f"clone: option '{opt}' requires a value")
+        self.i += 1
+        return self.words[self.i]
+
+    def _long(self, word: str) -> None:
+        """``--name``, ``--name=value`` or ``--name value``; negated or abbreviated."""
+        args = self.args
+        name, eq, inline = word[2:].partition("=")
+        found = _canonical(name)
+        if found is None:  # unknown to us: git decides (and explains)
+            self.git_options.append(word)
+            return
+        canon, negated = found
+        if canon in OWN_VALUE_LONG:
+            args.workers = inline if eq else self._value(word)
+        elif canon in OWN_FLAG_LONG:
+            if eq:
+                raise UsageError(f"clone: option '--{canon}' takes no value")
+            if canon == "no-adapt":
+                args.adapt = negated
+            else:
+                setattr(args, canon, not negated)
+        elif canon in GIT_VALUE_LONG and not negated:
+            value = inline if eq else self._value(word)
+            self.git_options.extend([word] if eq else [word, value])
+            _note_git(args, canon, value, False)
+        else:
+            self.git_options.append(word)
+            _note_git(args, canon, inline if eq else None, negated)
+
+    def _short(self, word: str) -> None:
+        """Bundled short options: flags until one that takes a value, which takes
+        the rest of the word or the next word."""
+        for k in range(1, len(word)):
+            letter = word[k]
+            if letter == "h":
+                self.args.help = True
+            elif letter in GIT_VALUE_SHORT:
+                rest = word[k + 1 :]
+                value = rest or self._value(f"-{letter}")
+                self.git_options.extend([f"-{letter}{rest}"] if rest else [f"-{letter}", value])
+                _note_git(self.args, GIT_VALUE_SHORT[letter], value, False)
+                return
+            else:
+                self.git_options.append(f"-{letter}")
+                if letter in GIT_FLAG_SHORT:
+                    _note_git(self.args, GIT_FLAG_SHORT[letter], None, False)
 
 
 def _note_git(args: CloneArgs, canon: str, value: str | None, negated: bool) -> None:

@@ -17,7 +17,7 @@ from pcheckout.clone.dirname import destination
 from pcheckout.clone.reporter import CloneReporter
 from pcheckout.clone.stage import ENV as STAGE_ENV
 from pcheckout.clone.stage import move_git_dir, remove_partial_clone, scratch_dir, worth_staging
-from pcheckout.clone.submodules import SubmoduleResult, update_submodules
+from pcheckout.clone.submodules import SubmoduleResult, SubmoduleRun, update_submodules
 from pcheckout.errors import GitCloneError, HookError, Interrupted, UnknownRevisionError
 from pcheckout.git.runner import Git
 from pcheckout.options import CheckoutOptions, Result
@@ -59,9 +59,35 @@ class CloneResult:
 
 
 def clone(opts: CloneOptions, ui: CloneReporter) -> CloneResult:
+    """What ``git clone`` with ``opts.args`` does: its clone phase, then the checkout."""
     args = opts.args
     t0 = time.monotonic()
     dest = destination(args)
+    staged = _clone_phase(opts, dest, ui)
+    if dest is None:  # pragma: no cover - git dies when it cannot guess one either
+        raise GitCloneError("no directory name could be guessed", 128)
+    target = Path(os.path.abspath(os.path.join(opts.cwd, dest)))
+    result = CloneResult(
+        args.url,
+        target,
+        args.bare or args.mirror,
+        time.monotonic() - t0,
+        staged=staged,
+    )
+    if args.bare or args.mirror:
+        result.skipped = "mirror" if args.mirror else "bare"
+    elif args.no_checkout:
+        result.skipped = "no-checkout"
+    else:
+        _checkout_phase(result, opts, dest, ui)
+    result.seconds = time.monotonic() - t0
+    return result
+
+
+def _clone_phase(opts: CloneOptions, dest: str | None, ui: CloneReporter) -> bool:
+    """``git clone --no-checkout`` into ``dest``, its git dir written on local scratch
+    space and copied where that pays (see stage.py); whether it was."""
+    args = opts.args
     cmd = ["git", "clone", *args.git_options, "--no-checkout", "--", args.url]
     work = Path(os.path.abspath(os.path.join(opts.cwd, dest))) if dest is not None else None
     scratch = _staging(args, work, opts.environ, ui)
@@ -86,45 +112,36 @@ def clone(opts: CloneOptions, ui: CloneReporter) -> CloneResult:
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    if dest is None:  # pragma: no cover - git dies when it cannot guess one either
-        raise GitCloneError("no directory name could be guessed", 128)
-    target = Path(os.path.abspath(os.path.join(opts.cwd, dest)))
-    result = CloneResult(
-        args.url,
-        target,
-        args.bare or args.mirror,
-        time.monotonic() - t0,
-        staged=scratch is not None,
+    return scratch is not None
+
+
+def _checkout_phase(result: CloneResult, opts: CloneOptions, dest: str, ui: CloneReporter) -> None:
+    """What git clone checks out (HEAD, as the clone left it), its post-checkout hook,
+    then the submodules; an empty repository has no checkout phase."""
+    args, target = opts.args, result.directory
+    copts = CheckoutOptions(
+        directory=target,
+        rev="HEAD",
+        workers=opts.workers,
+        adapt=args.adapt,
+        environ=opts.environ,
     )
-    if args.bare or args.mirror:
-        result.skipped = "mirror" if args.mirror else "bare"
-    elif args.no_checkout:
-        result.skipped = "no-checkout"
-    else:
-        copts = CheckoutOptions(
-            directory=target,
-            rev="HEAD",
-            workers=opts.workers,
-            adapt=args.adapt,
-            environ=opts.environ,
-        )
-        hint = f"the clone is complete; run 'pcheckout checkout -C {dest}' to finish the checkout"
-        try:
-            result.checkout = checkout(copts, ui)
-        except UnknownRevisionError:
-            if _head_commit(target, opts.environ, ui) is not None:
-                raise
-            result.skipped = "empty"  # git warned: "You appear to have cloned an empty repository."
-        except Interrupted as exc:
-            raise Interrupted(exc.signum, hint) from None
-        except KeyboardInterrupt:
-            raise Interrupted(signal.SIGINT, hint) from None
-        if result.checkout is not None:
-            run_post_checkout(target, opts.environ, ui)
-        if result.checkout is not None and args.recurse_submodules:
-            result.submodules = update_submodules(target, args, opts.environ, ui, opts.workers)
-    result.seconds = time.monotonic() - t0
-    return result
+    hint = f"the clone is complete; run 'pcheckout checkout -C {dest}' to finish the checkout"
+    try:
+        result.checkout = checkout(copts, ui)
+    except UnknownRevisionError:
+        if _head_commit(target, opts.environ, ui) is not None:
+            raise
+        result.skipped = "empty"  # git warned: "You appear to have cloned an empty repository."
+    except Interrupted as exc:
+        raise Interrupted(exc.signum, hint) from None
+    except KeyboardInterrupt:
+        raise Interrupted(signal.SIGINT, hint) from None
+    if result.checkout is not None:
+        run_post_checkout(target, opts.environ, ui)
+    if result.checkout is not None and args.recurse_submodules:
+        run = SubmoduleRun(args, opts.environ, ui, opts.workers)
+        result.submodules = update_submodules(target, run)
 
 
 #: ``git hook run`` came in git 2.36; before it the hook file is run directly.

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from pcheckout.checkout import checkout
 from pcheckout.clone.args import CloneArgs
@@ -52,13 +54,16 @@ class _Submodule:
     branch: str | None  # .gitmodules "branch" (for --remote-submodules)
 
 
-def update_submodules(
-    root: Path,
-    args: CloneArgs,
-    environ: dict[str, str],
-    ui: CloneReporter,
-    workers: int | None = None,
-) -> list[SubmoduleResult]:
+class SubmoduleRun(NamedTuple):
+    """What every submodule's clone and checkout share."""
+
+    args: CloneArgs
+    environ: dict[str, str]
+    ui: CloneReporter
+    workers: int | None = None  # the checkouts' --workers (None: auto)
+
+
+def update_submodules(root: Path, run: SubmoduleRun) -> list[SubmoduleResult]:
     """What ``git submodule update --init --recursive`` does after git clone's
     checkout, with the submodules side by side (git clones them --jobs at a
     time, then checks each out in turn) and each checked out by the parallel
@@ -66,14 +71,22 @@ def update_submodules(
     each into .git/modules (``git submodule--helper clone``, git's own), fetch
     the recorded commit if the clone lacks it, check it out detached as
     ``git checkout -f -q COMMIT`` would, and recurse into its submodules."""
-    git = Git(root, debug=ui.debug, env=environ)
-    quiet = ["--quiet"] if args.quiet else []
+    git = Git(root, debug=run.ui.debug, env=run.environ)
+    quiet = ["--quiet"] if run.args.quiet else []
     proc = git.run("submodule", "init", *quiet)
-    _relay(proc.stdout + proc.stderr, ui)
+    _relay(proc.stdout + proc.stderr, run.ui)
     subs = _initialized_submodules(git)
     if not subs:
         return []
-    jobs = _submodule_jobs(args, git)
+    jobs = min(_submodule_jobs(run.args, git), len(subs))
+    return _side_by_side(subs, jobs, lambda sub: _update_one(root, sub, run))
+
+
+def _side_by_side(
+    subs: list[_Submodule], jobs: int, update: Callable[[_Submodule], SubmoduleResult]
+) -> list[SubmoduleResult]:
+    """``update`` of each submodule on ``jobs`` threads, the results in ``subs``'s
+    order; the first error stops the threads taking more and is raised here."""
     results: list[SubmoduleResult | None] = [None] * len(subs)
     errors: list[BaseException] = []
     lock = threading.Lock()
@@ -86,15 +99,14 @@ def update_submodules(
                     return
                 k, sub = todo.pop(0)
             try:
-                results[k] = _update_one(root, sub, args, environ, ui, workers)
+                results[k] = update(sub)
             except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
                 with lock:
                     errors.append(exc)
                 return
 
     threads = [
-        threading.Thread(target=worker, name=f"submodule-{j}", daemon=True)
-        for j in range(min(jobs, len(subs)))
+        threading.Thread(target=worker, name=f"submodule-{j}", daemon=True) for j in range(jobs)
     ]
     for t in threads:
         t.start()
@@ -105,15 +117,30 @@ def update_submodules(
     return [r for r in results if r is not None]
 
 
-def _update_one(
-    root: Path,
-    sub: _Submodule,
-    args: CloneArgs,
-    environ: dict[str, str],
-    ui: CloneReporter,
-    workers: int | None,
-) -> SubmoduleResult:
-    git = Git(root, debug=ui.debug, env=environ)
+def _update_one(root: Path, sub: _Submodule, run: SubmoduleRun) -> SubmoduleResult:
+    args, ui = run.args, run.ui
+    git = Git(root, debug=ui.debug, env=run.environ)
+    proc = git.run(*_clone_command(sub, args), what=f"cloning submodule '{sub.path}' failed")
+    _relay(proc.stderr, ui)
+    work = root / sub.path
+    sgit = Git(work, debug=ui.debug, env=run.environ, version=git.version)
+    rev = _commit_to_check_out(sgit, sub, args)
+    result = checkout(
+        CheckoutOptions(
+            directory=work, rev=rev, workers=run.workers, adapt=args.adapt, environ=run.environ
+        ),
+        QuietReporter(ui),
+    )
+    if not args.quiet:
+        ui.note(f"Submodule path '{sub.path}': checked out '{rev}'")
+    nested: list[SubmoduleResult] = []
+    if (work / ".gitmodules").exists():
+        nested = update_submodules(work, run)
+    return SubmoduleResult(sub.name, sub.path, rev, result, nested)
+
+
+def _clone_command(sub: _Submodule, args: CloneArgs) -> list[str]:
+    """``git submodule--helper clone`` as ``git submodule update --init`` runs it."""
     cmd = ["submodule--helper", "clone"]
     cmd += ["--quiet"] if args.quiet else (["--progress"] if args.progress else [])
     cmd += ["--path", sub.path, "--name", sub.name, "--url", sub.url]
@@ -124,15 +151,16 @@ def _update_one(
     if args.single_branch is not None:
         cmd.append("--single-branch" if args.single_branch else "--no-single-branch")
     cmd.append("--require-init")
-    proc = git.run(*cmd, what=f"cloning submodule '{sub.path}' failed")
-    _relay(proc.stderr, ui)
-    work = root / sub.path
-    sgit = Git(work, debug=ui.debug, env=environ, version=git.version)
+    return cmd
+
+
+def _commit_to_check_out(sgit: Git, sub: _Submodule, args: CloneArgs) -> str:
+    """The recorded commit, fetched if the clone did not bring it (as git submodule
+    update does); with --remote-submodules the remote-tracking branch's."""
     rev = sub.commit
     if args.remote_submodules:
-        rev = sgit.out("rev-parse", "--verify", f"origin/{sub.branch or 'HEAD'}").decode().strip()
-    elif sgit.run("cat-file", "-e", f"{rev}^{{commit}}", ok_codes=(0, 1, 128)).returncode:
-        # git submodule update fetches a recorded commit the clone did not bring
+        return sgit.out("rev-parse", "--verify", f"origin/{sub.branch or 'HEAD'}").decode().strip()
+    if sgit.run("cat-file", "-e", f"{rev}^{{commit}}", ok_codes=(0, 1, 128)).returncode:
         q = ["--quiet"] if args.quiet else []
         depth = ["--depth=1"] if args.shallow_submodules or sub.shallow else []
         sgit.run("fetch", *q, *depth, what=f"fetching in submodule '{sub.path}' failed")
@@ -145,18 +173,7 @@ def _update_one(
                 rev,
                 what=f"fetching {rev} in submodule '{sub.path}' failed",
             )
-    result = checkout(
-        CheckoutOptions(
-            directory=work, rev=rev, workers=workers, adapt=args.adapt, environ=environ
-        ),
-        QuietReporter(ui),
-    )
-    if not args.quiet:
-        ui.note(f"Submodule path '{sub.path}': checked out '{rev}'")
-    nested: list[SubmoduleResult] = []
-    if (work / ".gitmodules").exists():
-        nested = update_submodules(work, args, environ, ui, workers)
-    return SubmoduleResult(sub.name, sub.path, rev, result, nested)
+    return rev
 
 
 def _initialized_submodules(git: Git) -> list[_Submodule]:
