@@ -44,7 +44,9 @@ ERROR_CASES = [
     ("unknown-revision", ["checkout", "-C", "{src}", "nope"], 1, "unknown revision 'nope'"),
     ("occupied", ["checkout", "-C", "{occupied}"], 1, "not empty"),
     ("bad-workers", ["checkout", "--workers", "zero", "-C", "{src}"], 2, "workers"),
-    ("unknown-command", ["frobnicate"], 2, "invalid choice"),
+    ("unknown-command", ["frobnicate"], 2, "'frobnicate' is not a pcheckout command"),
+    ("mistyped-command", ["chekout"], 2, "did you mean 'checkout'?"),
+    ("mistyped-option", ["checkout", "--dryrun"], 2, "unknown option '--dryrun'; did you mean"),
     ("no-command", [], 2, "a command is required"),
 ]
 
@@ -86,7 +88,7 @@ def test_main_in_process_checks_out(tmp_path: Path, capsys: pytest.CaptureFixtur
     src = make_repo(tmp_path, {b"a/b": b"1\n"})
     ours = clone_no_checkout(src, tmp_path / "ours")
     assert main(["checkout", "-C", str(ours), "--workers", "1"]) == 0
-    assert capsys.readouterr().out.startswith("wrote 1 files")
+    assert capsys.readouterr().out.startswith("wrote 1 file ")
     assert (ours / "a" / "b").read_bytes() == b"1\n"
 
 

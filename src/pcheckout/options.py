@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # types only: nothing here runs them (see cli/main.py's impor
     from pcheckout.fs.detect import FsInfo
     from pcheckout.git.attributes import ConversionPlan
     from pcheckout.git.catfile import Spawn
+    from pcheckout.git.refs import HeadOutcome
     from pcheckout.plan.policy import WorkerPlan
 
 Mode = Literal["checkout", "resume", "switch", "export"]
@@ -53,6 +54,17 @@ class ExportOptions:
     worktree_attributes: bool = False  # git archive --worktree-attributes
 
 
+def _head_json(head: HeadOutcome | None) -> dict[str, object]:
+    """Where HEAD went: null for an export and a dry run."""
+    return {
+        "commit": None if head is None else head.commit,
+        "branch": None if head is None else head.branch,
+        "detached": None if head is None else head.branch is None,
+        "previous_commit": None if head is None else head.previous_commit,
+        "previous_branch": None if head is None else head.previous_branch,
+    }
+
+
 @dataclass
 class Result:
     """What a checkout, switch or export did (or, with ``dry_run``, would do)."""
@@ -68,7 +80,7 @@ class Result:
     deleted: int = 0
     dry_run: bool = False
     adapt_summary: str | None = None
-    head: str | None = None
+    head: HeadOutcome | None = None  # where HEAD went (checkout, switch; not a dry run)
     conversion: list[str] = field(default_factory=list)
     processes: bool = False  # written by forked processes (else threads)
     skip_worktree: int = 0  # entries outside the sparse checkout: recorded, not written
@@ -116,6 +128,7 @@ class Result:
             "conversion_unknown": self.conversion_unknown,
             "export_ignored": self.export_ignored,
             "export_subst": self.export_subst,
+            **_head_json(self.head),
         }
 
     def add_conversion(self, plan: ConversionPlan) -> None:

@@ -3,9 +3,14 @@ from what the writer did."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pcheckout.apply.job import Written
 from pcheckout.decide.plan import Plan
 from pcheckout.options import Result
+
+if TYPE_CHECKING:
+    from pcheckout.git.refs import HeadOutcome
 
 __all__ = ["finish", "report"]
 
@@ -32,9 +37,9 @@ def report(plan: Plan) -> Result:
     return result
 
 
-def finish(result: Result, written: Written, seconds: float, head: str | None) -> Result:
+def finish(result: Result, written: Written, seconds: float, head: HeadOutcome | None) -> Result:
     """``result`` once the plan is carried out: what the writer did, in ``seconds``, and
-    where HEAD ended (``head``: its description; None where HEAD did not move)."""
+    where HEAD ended (``head``; None where HEAD did not move: an export)."""
     result.seconds = seconds
     result.written = written.files
     result.bytes = written.bytes

@@ -21,7 +21,7 @@ from pcheckout.apply.job import Job
 from pcheckout.apply.report import finish, report
 from pcheckout.context import Context
 from pcheckout.decide.plan import Plan
-from pcheckout.git.refs import update_head
+from pcheckout.git.refs import HeadOutcome, head_outcome, update_head
 from pcheckout.options import Result
 from pcheckout.session import IN_PROGRESS
 from pcheckout.write import journal
@@ -88,12 +88,12 @@ def _journal(ctx: Context, plan: Plan) -> Iterator[journal.Journal | None]:
     journal.remove(marker)
 
 
-def _move_head(ctx: Context, plan: Plan) -> str | None:
-    """Point HEAD where ``git checkout REV`` would; its description (None: an export)."""
+def _move_head(ctx: Context, plan: Plan) -> HeadOutcome | None:
+    """Point HEAD where ``git checkout REV`` would; where it went (None: an export)."""
     move = plan.head
     if move is None:
         return None
     target = move.target
     if plan.kind == "git-switch":  # git moved it, and wrote its reflog
-        return target.branch or (move.rev if move.rev == "HEAD" else f"detached at {move.rev}")
+        return head_outcome(target, move.rev, move.old, ctx.config)
     return update_head(ctx.git, ctx.repo, ctx.config, move.rev, target)

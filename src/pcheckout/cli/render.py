@@ -9,8 +9,8 @@ plain output to a pipe and a checkout's dry run without a terminal do not need.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from pcheckout.fs.kinds import rotational_flag
 from pcheckout.plan.tunecache import cache_path
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
     from pcheckout.clone import CloneResult, SubmoduleResult
     from pcheckout.fs.detect import FsInfo
+    from pcheckout.git.describe import LeftBehind, Tracking
+    from pcheckout.git.refs import HeadOutcome
     from pcheckout.options import Result
     from pcheckout.plan.policy import Writer
     from pcheckout.plan.tunecache import TuneResult
@@ -101,7 +103,8 @@ def tune_result(console: Console, result: TuneResult) -> None:
         table.add_row(Text(str(n), style="bold" if chosen else ""), f"{rate:,.0f}", bar, mark)
     console.print(table)
     console.print(
-        f"chose [bold]{result.workers}[/bold] workers: the smallest count within "
+        f"chose [bold]{result.workers}[/bold] worker{'' if result.workers == 1 else 's'}: "
+        "the smallest count within "
         f"{result.threshold:.0%} of the best ({best:,.0f} files/s at {best_n}); "
         f"stored for this mount in {cache_path()}",
         highlight=False,
@@ -153,6 +156,131 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"  # pragma: no cover
 
 
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 file``, ``2 files``, ``1,024 entries`` (``many``: the plural when not ``word + s``)."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
+#: git 2.39's advice when a checkout detaches HEAD from a branch (checkout.c, detach_advice),
+#: unless advice.detachedHead is false.
+DETACH_ADVICE = """\
+Note: switching to '{rev}'.
+
+You are in 'detached HEAD' state. You can look around, make experimental
+changes and commit them, and you can discard any commits you make in this
+state without impacting any branches by switching back to a branch.
+
+If you want to create a new branch to retain commits you create, you may
+do so (now or later) by using -c with the switch command. Example:
+
+  git switch -c <new-branch-name>
+
+Or undo this operation with:
+
+  git switch -
+
+Turn off this advice by setting config variable advice.detachedHead to false
+"""
+
+
+class HeadReport(NamedTuple):
+    """What git would say about HEAD after ``git checkout REV``, with git's facts gathered."""
+
+    move: HeadOutcome
+    rev: str  # as the user typed it
+    onelines: Mapping[str, str]  # commit -> "1a2b3c4 subject"
+    left: LeftBehind | None  # a detached HEAD's commits left unreachable (None: not asked)
+    tracking: Tracking | None  # the branch HEAD names against its upstream
+
+
+#: Where each of git's lines goes: git checkout prints the tracking lines on stdout, the rest
+#: on stderr.
+Said = tuple[Literal["out", "err"], str]
+
+
+def head_lines(h: HeadReport) -> list[Said]:
+    """git checkout's own lines for where HEAD went: checkout.c's texts in git 2.39."""
+    m = h.move
+    out: list[Said] = []
+    if m.moved:
+        if m.created and h.tracking is not None:
+            out.append(("out", f"branch '{m.branch}' set up to track '{h.tracking.upstream}'."))
+        out += [("err", line) for line in _moved(h)]
+    if m.branch is not None and h.tracking is not None and not m.created:
+        out.append(("out", tracking_text(h.tracking, m.hints)))  # a new branch: git says none
+    return out
+
+
+def _moved(h: HeadReport) -> list[str]:
+    m = h.move
+    out: list[str] = []
+    old = m.previous_commit
+    if m.previous_branch is None and old is not None and old != m.commit:
+        if h.left is not None and h.left.lost:
+            out += _left_behind(h, old)
+        else:
+            out.append(f"Previous HEAD position was {h.onelines.get(old, old[:7])}")
+    if m.branch is None:
+        if m.previous_branch is not None and m.advice:
+            out.append(DETACH_ADVICE.format(rev=h.rev))
+        out.append(f"HEAD is now at {h.onelines.get(m.commit, m.commit[:7])}")
+    elif m.previous_branch == m.branch:
+        out.append(f"Already on '{m.branch}'")
+    elif m.created:
+        out.append(f"Switched to a new branch '{m.branch}'")
+    else:
+        out.append(f"Switched to branch '{m.branch}'")
+    return out
+
+
+def tracking_text(t: Tracking, hints: bool) -> str:
+    """remote.c's format_tracking_info (git 2.39), ``hints``: advice.statusHints."""
+    up, ours, theirs = t.upstream, t.ahead, t.behind
+    if t.gone:
+        text = f"Your branch is based on '{up}', but the upstream is gone."
+        hint = '(use "git branch --unset-upstream" to fixup)'
+    elif not ours and not theirs:
+        return f"Your branch is up to date with '{up}'."
+    elif not theirs:
+        text = f"Your branch is ahead of '{up}' by {plural(ours, 'commit')}."
+        hint = '(use "git push" to publish your local commits)'
+    elif not ours:
+        text = (
+            f"Your branch is behind '{up}' by {plural(theirs, 'commit')}, "
+            "and can be fast-forwarded."
+        )
+        hint = '(use "git pull" to update your local branch)'
+    else:
+        text = (
+            f"Your branch and '{up}' have diverged,\n"
+            f"and have {ours} and {theirs} different commits each, respectively."
+        )
+        hint = '(use "git pull" to merge the remote branch into yours)'
+    return text + (f"\n  {hint}" if hints else "")
+
+
+def _left_behind(h: HeadReport, old: str) -> list[str]:
+    """checkout.c's orphaned-commit warning (suggest_reattach): up to 4 commits named, a 5th
+    rather than "... and 1 more."."""
+    assert h.left is not None
+    n = h.left.lost
+    shown = [f"  {line}" for line in h.left.first[: 5 if n == 5 else 4]]
+    if n > 5:
+        shown.append(f" ... and {n - 4} more.")
+    them = "it" if n == 1 else "them"
+    out = [
+        f"Warning: you are leaving {plural(n, 'commit')} behind, not connected to\n"
+        "any of your branches:\n\n" + "\n".join(shown) + "\n"
+    ]
+    if h.move.advice:
+        abbrev = h.onelines.get(old, old[:7]).split(" ", 1)[0]
+        out.append(
+            f"If you want to keep {them} by creating a new branch, this may be a good time\n"
+            f"to do so with:\n\n git branch <new-branch-name> {abbrev}\n"
+        )
+    return out
+
+
 def summary(r: Result) -> str:
     """The one line printed after a checkout, switch or export."""
     plan = r.plan
@@ -164,27 +292,25 @@ def summary(r: Result) -> str:
     size = f" ({human_bytes(r.bytes)})" if r.bytes >= 0 else " (bytes not counted)"
     by = " by git's checkout" if plan.writer == "git" else ""
     parts = [
-        f"{verb} {files:,} files{size} in {r.seconds:.2f} s{by} "
-        f"with {plan.workers} worker{'s' if plan.workers != 1 else ''}"
+        f"{verb} {plural(files, 'file')}{size} in {r.seconds:.2f} s{by} "
+        f"with {plural(plan.workers, 'worker')}"
         f"{' (processes)' if r.processes else ''} ({plan.source})"
     ]
     if r.fetch_blobs and r.fetches:
         parts.append(
-            f"fetched {r.fetch_blobs:,} blobs ({human_bytes(r.fetched_bytes)}) "
-            f"in {r.fetches} fetch{'es' if r.fetches != 1 else ''}"
+            f"fetched {plural(r.fetch_blobs, 'blob')} ({human_bytes(r.fetched_bytes)}) "
+            f"in {plural(r.fetches, 'fetch', 'fetches')}"
         )
     elif r.fetch_blobs:  # git's writer prefetches them itself, in one batch
-        parts.append(f"{r.fetch_blobs:,} missing blobs fetched by git")
+        parts.append(f"{plural(r.fetch_blobs, 'missing blob')} fetched by git")
     if r.skip_worktree:
-        parts.append(f"{r.skip_worktree:,} outside the sparse checkout")
+        parts.append(f"{plural(r.skip_worktree, 'entry', 'entries')} outside the sparse checkout")
     if r.kept:
         parts.append(f"kept {r.kept:,}")
     if r.deleted:
         parts.append(f"deleted {r.deleted:,}")
     if r.adapt_summary:
         parts.append(r.adapt_summary)
-    if r.head:
-        parts.append(f"HEAD: {r.head}")
     return "; ".join(parts)
 
 
@@ -197,13 +323,15 @@ def plan(console: Console, r: Result) -> None:
     plan = r.plan
     what = {"checkout": "write", "export": "write", "resume": "resume", "switch": "update"}
     console.print(
-        f"would {what.get(r.mode, 'write')} {r.files:,} entries ({human_bytes(r.bytes)})"
+        f"would {what.get(r.mode, 'write')} {plural(r.files, 'entry', 'entries')} "
+        f"({human_bytes(r.bytes)})"
         + (f", delete {r.deleted:,}" if r.deleted else "")
         + (f"; {r.skip_worktree:,} outside the sparse checkout" if r.skip_worktree else "")
     )
     if r.fetch_blobs:
         how = "in one batch (git's writer)" if plan.writer == "git" else "in batches while writing"
-        console.print(f"would fetch {r.fetch_blobs:,} missing blobs from the promisor remote {how}")
+        blobs = plural(r.fetch_blobs, "missing blob")
+        console.print(f"would fetch {blobs} from the promisor remote {how}")
     console.print(f"writer: {plan.writer} ({plan.writer_source}) — {plan.writer_reason}")
     count = "checkout.workers for git" if plan.writer == "git" else "workers"
     console.print(f"{count}: {plan.workers} ({plan.source}) — {plan.reason}")
@@ -219,13 +347,13 @@ def plan(console: Console, r: Result) -> None:
         console.print(conversion_line(r))
     if r.conversion_unknown:
         console.print(
-            f"conversion unknown for {r.conversion_unknown:,} paths: their .gitattributes "
-            "are among the missing blobs (a dry run fetches nothing)"
+            f"conversion unknown for {plural(r.conversion_unknown, 'path')}: their "
+            ".gitattributes are among the missing blobs (a dry run fetches nothing)"
         )
     if r.export_ignored or r.export_subst:
         console.print(
-            f"export-ignore leaves out {r.export_ignored:,} entries; "
-            f"export-subst expands {r.export_subst:,} files"
+            f"export-ignore leaves out {plural(r.export_ignored, 'entry', 'entries')}; "
+            f"export-subst expands {plural(r.export_subst, 'file')}"
         )
 
 
@@ -235,7 +363,7 @@ def conversion_line(r: Result) -> str:
         return "converted: none (every blob is written as stored)"
     why = ", ".join(f"{k} {v:,}" for k, v in r.conversion_reasons.items())
     by_git = f"; {r.converted_by_git:,} by git's filters" if r.converted_by_git else ""
-    return f"converted: {r.converted:,} paths ({why}){by_git}"
+    return f"converted: {plural(r.converted, 'path')} ({why}){by_git}"
 
 
 def clone_summary(r: CloneResult) -> str:
@@ -252,7 +380,7 @@ def clone_summary(r: CloneResult) -> str:
     elif r.skipped is not None:
         parts.append(skipped.get(r.skipped, r.skipped))
     if r.submodules:
-        parts.append(f"{_count_submodules(r.submodules)} submodules")
+        parts.append(plural(_count_submodules(r.submodules), "submodule"))
     return "; ".join(parts)
 
 

@@ -15,6 +15,7 @@ from pcheckout.decide.plan import Counts, HeadMove, Plan
 from pcheckout.decide.workers import switch_workers
 from pcheckout.fs.detect import FsInfo
 from pcheckout.git.pathsafety import check_entries, entries_look_safe, tree_names_look_safe
+from pcheckout.git.refs import symbolic_head
 from pcheckout.git.tree import TreeChanges, list_paths, list_tree, tree_changes
 from pcheckout.session import Run
 
@@ -34,7 +35,9 @@ def decide(run: Run, fs: FsInfo) -> Plan:
         workers,
         fs,
         Counts(0, 0),
-        head=HeadMove(run.opts.rev, run.target),
+        head=HeadMove(
+            run.opts.rev, run.target, symbolic_head(run.ctx.git, run.ctx.repo, run.ctx.config)
+        ),
         commit=run.target.commit,
         changes=changes,
     )

@@ -45,6 +45,7 @@ class HeadMove(NamedTuple):
 
     rev: str
     target: Target
+    old: str | None = None  # git's own switch: the ref HEAD names before git moves it
 
 
 class Export(NamedTuple):

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from pcheckout.errors import GitError, UnknownRevisionError, decode
+from pcheckout.git.config import config_bool
 from pcheckout.git.objects import batch_check, resolve
 from pcheckout.git.runner import Git, Repo
 
@@ -123,18 +124,55 @@ def unique_remote_branch(git: Git, name: str) -> str | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def update_head(git: Git, repo: Repo, config: Mapping[str, str], rev: str, target: Target) -> str:
-    """Point HEAD where ``git checkout REV`` would; return a description.  The
+class HeadOutcome(NamedTuple):
+    """Where a checkout left HEAD, and where HEAD was before."""
+
+    commit: str  # the commit HEAD is at now
+    branch: str | None  # the branch HEAD names now; None: detached
+    previous_commit: str | None  # None: HEAD was unborn
+    previous_branch: str | None  # None: HEAD was detached
+    moved: bool = True  # False: REV was HEAD, and HEAD was left as it was
+    created: bool = False  # the branch was made, tracking a remote one (git's --guess)
+    advice: bool = True  # git config advice.detachedHead
+    hints: bool = True  # git config advice.statusHints
+
+    def describe(self, rev: str) -> str:
+        """A few words for a human: the branch, or what HEAD is detached at."""
+        if not self.moved:
+            return self.previous_branch or self.commit
+        return self.branch if self.branch is not None else f"detached at {rev}"
+
+
+def head_outcome(
+    target: Target, rev: str, old: str | None, config: Mapping[str, str]
+) -> HeadOutcome:
+    """Where ``git checkout REV`` takes HEAD from ``old`` (the ref HEAD named before, None
+    when detached)."""
+    old_branch = old.removeprefix("refs/heads/") if old and old.startswith("refs/heads/") else None
+    advice = config_bool(config.get("advice.detachedhead"), True)
+    hints = config_bool(config.get("advice.statushints"), True)
+    if rev == "HEAD":
+        return HeadOutcome(
+            target.commit, old_branch, target.head_commit, old_branch, False, hints=hints
+        )
+    created = target.branch is not None and not target.branch_exists
+    return HeadOutcome(
+        target.commit, target.branch, target.head_commit, old_branch, True, created, advice, hints
+    )
+
+
+def update_head(
+    git: Git, repo: Repo, config: Mapping[str, str], rev: str, target: Target
+) -> HeadOutcome:
+    """Point HEAD where ``git checkout REV`` would; return where it went.  The
     reflog says "checkout: moving from OLD to REV" with git's OLD: the branch
     name, or the full commit id when HEAD was detached."""
     commit, branch = target.commit, target.branch
     old = symbolic_head(git, repo, config)
-    if old is not None and old.startswith("refs/heads/"):
-        old_name = old.removeprefix("refs/heads/")
-    else:
-        old_name = target.head_commit or ""
-    if rev == "HEAD":
-        return old_name or commit
+    move = head_outcome(target, rev, old, config)
+    old_name = move.previous_branch or target.head_commit or ""
+    if not move.moved:
+        return move
     if branch is not None:
         ref = f"refs/heads/{branch}"
         if not target.branch_exists:
@@ -143,7 +181,7 @@ def update_head(git: Git, repo: Repo, config: Mapping[str, str], rev: str, targe
                 raise GitError(f"branch {branch} disappeared")
             git.run("branch", "--track", branch, remote.removeprefix("refs/remotes/"))
         git.run("symbolic-ref", "-m", f"checkout: moving from {old_name} to {branch}", "HEAD", ref)
-        return branch
+        return move
     git.run(
         "update-ref",
         "--no-deref",
@@ -152,4 +190,4 @@ def update_head(git: Git, repo: Repo, config: Mapping[str, str], rev: str, targe
         "HEAD",
         commit,
     )
-    return f"detached at {rev}"
+    return move

@@ -53,17 +53,22 @@ class Forgotten(NamedTuple):
     mount_point: str
 
     def to_json(self) -> dict[str, Any]:
-        return {"forgotten": self.dropped, "mount_key": self.mount_key}
+        return {
+            "forgotten": self.dropped,
+            "mount_key": self.mount_key,
+            "mount_point": self.mount_point,
+        }
 
 
 class GitConfigRemoved(NamedTuple):
-    """``tune --git-config --remove``: what was taken out (nothing on a dry run)."""
+    """``tune --git-config --remove``: what was taken out (on a dry run: would be)."""
 
     mount_point: str
     removed: list[str]
+    dry_run: bool
 
     def to_json(self) -> dict[str, Any]:
-        return {"mount_point": self.mount_point, "removed": self.removed}
+        return {"mount_point": self.mount_point, "removed": self.removed, "dry_run": self.dry_run}
 
 
 class GitConfigWritten(NamedTuple):
@@ -82,6 +87,7 @@ class GitConfigWritten(NamedTuple):
             "workers": p.plan.workers,
             "threshold": p.threshold,
             "reason": p.plan.reason,
+            "needed": p.change.needed,
             "changed": self.changed,
             "dry_run": self.dry_run,
         }
@@ -121,8 +127,8 @@ def _mount(request: TuneRequest, fs: FsInfo) -> str:
 def remove_git_config(request: TuneRequest, fs: FsInfo) -> GitConfigRemoved:
     git = Git(Path(request.path))
     mount = _mount(request, fs)
-    removed = [] if request.dry_run else gitconfig.remove(git, mount)
-    return GitConfigRemoved(mount, removed)
+    removed = gitconfig.remove(git, mount, dry_run=request.dry_run)
+    return GitConfigRemoved(mount, removed, request.dry_run)
 
 
 def plan_git_config(request: TuneRequest, fs: FsInfo) -> gitconfig.MountConfig:

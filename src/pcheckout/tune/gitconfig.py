@@ -181,32 +181,19 @@ def _ere(text: str) -> str:
     return re.sub(r"([.\[\]()*+?{}|^$\\])", r"\\\1", text)
 
 
-def remove(git: Git, mount_point: str, environ: Mapping[str, str] | None = None) -> list[str]:
+def remove(
+    git: Git, mount_point: str, environ: Mapping[str, str] | None = None, dry_run: bool = False
+) -> list[str]:
     """Take out the include for this mount (and its section, when nothing else is left in it)
-    and the owned file; return what was removed, for the user."""
+    and the owned file; return what was removed (with ``dry_run``: what would be, and
+    nothing is), for the user."""
     key = config_key(mount_point)
     owned = owned_path(mount_point, environ)
     removed: list[str] = []
     if str(owned) in _global_values(git, key):
-        # A value pattern, not --fixed-value (git 2.30; pcheckout supports 2.25).
-        git.run(
-            "config",
-            "--global",
-            "--unset-all",
-            key,
-            "^" + _ere(str(owned)) + "$",
-            what="cannot remove the include from the global git config",
-        )
+        if not dry_run:
+            _remove_include(git, key, owned)
         removed.append(f"{key} = {owned} (global git config)")
-        section = key.rsplit(".", 1)[0]
-        # git matches the canonical name: section and variable lower-cased, subsection as is.
-        canonical = "includeif." + section.split(".", 1)[1]
-        rest = git.run(
-            "config", "--global", "--get-regexp", "^" + _ere(canonical) + r"\.", ok_codes=(0, 1)
-        )
-        if not rest.stdout.strip():
-            # An empty section header stays behind after --unset; drop it (ok if already gone).
-            git.run("config", "--global", "--remove-section", section, ok_codes=(0, 128))
     try:
         text = owned.read_text(encoding="utf-8")
     except OSError:
@@ -214,6 +201,28 @@ def remove(git: Git, mount_point: str, environ: Mapping[str, str] | None = None)
     if text is not None:
         if not text.startswith(MARKER):
             raise GitError(f"{owned} was not written by pcheckout; left alone")
-        owned.unlink()
+        if not dry_run:
+            owned.unlink()
         removed.append(str(owned))
     return removed
+
+
+def _remove_include(git: Git, key: str, owned: Path) -> None:
+    # A value pattern, not --fixed-value (git 2.30; pcheckout supports 2.25).
+    git.run(
+        "config",
+        "--global",
+        "--unset-all",
+        key,
+        "^" + _ere(str(owned)) + "$",
+        what="cannot remove the include from the global git config",
+    )
+    section = key.rsplit(".", 1)[0]
+    # git matches the canonical name: section and variable lower-cased, subsection as is.
+    canonical = "includeif." + section.split(".", 1)[1]
+    rest = git.run(
+        "config", "--global", "--get-regexp", "^" + _ere(canonical) + r"\.", ok_codes=(0, 1)
+    )
+    if not rest.stdout.strip():
+        # An empty section header stays behind after --unset; drop it (ok if already gone).
+        git.run("config", "--global", "--remove-section", section, ok_codes=(0, 128))
