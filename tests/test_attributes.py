@@ -1,4 +1,4 @@
-"""Per-path conversion decided and applied as git's checkout does (git/attributes.py).
+"""Per-path conversion decided and applied as git's checkout does (git/convert.py).
 
 One repository holds every content kind under every attribute setting; it is
 checked out by git under each eol configuration, and the bytes git wrote are
@@ -15,9 +15,10 @@ import pytest
 from attrlib import CONTENTS, git_checkout_clone, init_raw
 from helpers import git
 
-from pcheckout.git import attributes as A
+from pcheckout.context import Context, NullReporter
+from pcheckout.git import convert as C
 from pcheckout.git.config import read_config
-from pcheckout.git.runner import Git, discover
+from pcheckout.git.runner import Git, Repo, discover
 from pcheckout.git.tree import list_tree
 
 #: Attribute settings, one directory each (``gNN/** <setting>``).
@@ -58,6 +59,10 @@ CONFIGS = {
 }
 
 CLEAN_ONLY = {"filter.cleanonly.clean": "cat"}
+
+
+def _ctx(g: Git, repo: Repo, config: dict[str, str]) -> Context:
+    return Context(g, repo, config, NullReporter(), os.environ)
 
 
 def _files() -> dict[bytes, bytes | tuple[str, bytes]]:
@@ -107,7 +112,7 @@ def test_conversion_equals_git_checkout(checked_out: tuple[Path, dict[str, str]]
     cfg = read_config(g)
     tree = git(work, "rev-parse", "HEAD^{tree}").decode().strip()
     entries = list_tree(g, tree)
-    plan = A.plan_conversion(g, repo, cfg, tree, entries)
+    plan = C.plan_conversion(_ctx(g, repo, cfg), tree, entries)
     assert plan.sources[0] == "the tree has .gitattributes"
     wrong = []
     for e, conv in zip(entries, plan.per_entry, strict=True):
@@ -131,10 +136,10 @@ def test_counts_and_reasons(checked_out: tuple[Path, dict[str, str]]) -> None:
     g = Git(work)
     tree = git(work, "rev-parse", "HEAD^{tree}").decode().strip()
     entries = list_tree(g, tree)
-    plan = A.plan_conversion(g, discover(g), read_config(g), tree, entries)
+    plan = C.plan_conversion(_ctx(g, discover(g), read_config(g)), tree, entries)
     assert plan.converted == sum(1 for c in plan.per_entry if c is not None)
     assert plan.by_git == 0
-    assert plan.counts["ident"] >= len(A.CONVERT_ATTRS)
+    assert plan.counts["ident"] >= len(C.CONVERT_ATTRS)
     assert ("crlf" in plan.counts) is True
 
 
@@ -149,7 +154,7 @@ def test_text_auto_eol_lf_converts_nothing(tmp_path: Path) -> None:
     )
     g = Git(src)
     tree = git(src, "rev-parse", "HEAD^{tree}").decode().strip()
-    plan = A.plan_conversion(g, discover(g), read_config(g), tree, list_tree(g, tree))
+    plan = C.plan_conversion(_ctx(g, discover(g), read_config(g)), tree, list_tree(g, tree))
     assert plan.sources and not plan.any and plan.counts == {}
 
 
@@ -164,7 +169,7 @@ def test_no_sources_runs_no_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         raise AssertionError("no git process may run")
 
     monkeypatch.setattr(Git, "run", boom)
-    plan = A.plan_conversion(g, repo, cfg, tree, entries)
+    plan = C.plan_conversion(_ctx(g, repo, cfg), tree, entries)
     assert plan.sources == [] and not plan.any
 
 
@@ -181,7 +186,7 @@ def test_info_attributes_and_drivers(tmp_path: Path) -> None:
     g = Git(src)
     tree = git(src, "rev-parse", "HEAD^{tree}").decode().strip()
     entries = list_tree(g, tree)
-    plan = A.plan_conversion(g, discover(g), read_config(g), tree, entries)
+    plan = C.plan_conversion(_ctx(g, discover(g), read_config(g)), tree, entries)
     by_path = {e.path: c for e, c in zip(entries, plan.per_entry, strict=True)}
     assert by_path[b"a.up"] is not None and by_path[b"a.up"].driver == "up"
     assert by_path[b"b.up"] is None  # no driver "none" configured: no conversion
@@ -199,5 +204,5 @@ def test_attributes_come_from_the_tree_not_the_work_tree(tmp_path: Path) -> None
     g = Git(src)
     tree = git(src, "rev-parse", "HEAD^{tree}").decode().strip()
     entries = list_tree(g, tree)
-    plan = A.plan_conversion(g, discover(g), read_config(g), tree, entries)
+    plan = C.plan_conversion(_ctx(g, discover(g), read_config(g)), tree, entries)
     assert plan.counts == {"crlf": 1}

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # types only: nothing here runs them (see cli/main.py's imports' note)
     from pcheckout.fs.detect import FsInfo
-    from pcheckout.git.attributes import ConversionPlan
     from pcheckout.git.catfile import Spawn
+    from pcheckout.git.convert import ConversionPlan
     from pcheckout.git.refs import HeadOutcome
     from pcheckout.plan.policy import WorkerPlan
 

@@ -39,7 +39,7 @@ IN_PROGRESS = "pcheckout-in-progress"
 
 #: The modules every checkout imports after round 1 (the planner with the detection, the
 #: attributes): ~30 ms of imports on the dev VM, paid beside round 1 (``Ahead``).
-PLAN_MODULES = ("pcheckout.plan.planner", "pcheckout.git.attributes")
+PLAN_MODULES = ("pcheckout.plan.planner", "pcheckout.git.convert")
 
 #: The modules pcheckout's engine path imports (and theirs): ~30 ms more, paid beside
 #: round 1 only where the engine will write.

@@ -18,7 +18,7 @@ import os
 
 from pcheckout.apply.exported import filters_git, substituted
 from pcheckout.apply.job import Job, Written
-from pcheckout.git import attributes
+from pcheckout.git import convert
 from pcheckout.git.promisor import Fetched
 from pcheckout.git.promisor import fetch as fetch_blobs
 from pcheckout.write import partial
@@ -92,14 +92,8 @@ def _switch(job: Job) -> Written:
     root_b = os.fsencode(plan.root)
     delete_parallel(root_b, plan.delete, max(1, plan.workers.workers), plan.min_share)
     remove_empty_dirs(root_b, set(plan.delete), plan.entries)
-    conversion = attributes.plan_conversion(
-        ctx.git,
-        ctx.repo,
-        ctx.config,
-        plan.tree,
-        plan.entries,
-        environ=ctx.environ,
-        tree_entries=plan.tree_entries,
+    conversion = convert.plan_conversion(
+        ctx, plan.tree, plan.entries, tree_entries=plan.tree_entries
     )
     request = WriteRequest(plan.tree, plan.entries, plan.root, plan.workers, conversion=conversion)
     outcome = write_tree(ctx, request)

@@ -8,8 +8,8 @@ from pcheckout.context import Context
 from pcheckout.decide.plan import Plan
 
 if TYPE_CHECKING:  # types only: the engine's modules are imported where it writes
-    from pcheckout.git.attributes import ConversionPlan
     from pcheckout.git.catfile import Prestarted
+    from pcheckout.git.convert import ConversionPlan
     from pcheckout.git.lock import IndexLock
     from pcheckout.git.promisor import Fetched
     from pcheckout.write.journal import Journal

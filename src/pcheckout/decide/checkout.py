@@ -26,7 +26,7 @@ from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
 from pcheckout.session import Patterns, Run
 
 if TYPE_CHECKING:
-    from pcheckout.git import attributes
+    from pcheckout.git import convert
     from pcheckout.git.sparse import Sparsity
     from pcheckout.write.partial import Selection
 
@@ -185,9 +185,9 @@ def _select(
 
 def plan_conversion(
     run: Run, entries: list[Entry], sel: Selection | None, workers: WorkerPlan
-) -> attributes.ConversionPlan:
-    """Which paths convert, and how (``git/attributes.py``)."""
-    from pcheckout.git import attributes  # (imported beside round 1: session.Ahead)
+) -> convert.ConversionPlan:
+    """Which paths convert, and how (``git/convert.py``)."""
+    from pcheckout.git import attributes, convert  # (imported beside round 1: session.Ahead)
 
     ctx, dry_run = run.ctx, run.opts.dry_run
     if workers.writer == "git" and not dry_run:
@@ -196,7 +196,7 @@ def plan_conversion(
         sources = attributes.conversion_sources(
             entries, ctx.config, ctx.repo.common_dir, ctx.environ
         )
-        return attributes.ConversionPlan(sources, [])
+        return convert.ConversionPlan(sources, [])
     only = None if sel is None else sel.wanted
     unknown = 0
     if sel is not None and dry_run:
@@ -209,9 +209,7 @@ def plan_conversion(
         sel.missing.update(absent)
     elif sel is not None:
         _fetch_attributes(ctx, entries, sel)
-    conversion = attributes.plan_conversion(
-        ctx.git, ctx.repo, ctx.config, run.target.tree, entries, environ=ctx.environ, only=only
-    )
+    conversion = convert.plan_conversion(ctx, run.target.tree, entries, only=only)
     conversion.unknown = unknown
     return conversion
 

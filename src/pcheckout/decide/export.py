@@ -18,7 +18,7 @@ from pcheckout.context import Context, Reporter
 from pcheckout.decide.plan import Counts, Export, Plan
 from pcheckout.errors import DestinationError, WorktreeNotEmptyError, quote_paths
 from pcheckout.fs.listing import occupants
-from pcheckout.git import archive, attributes
+from pcheckout.git import archive, attributes, convert
 from pcheckout.git.config import read_config
 from pcheckout.git.objects import batch_check, resolve
 from pcheckout.git.pathsafety import check_entries
@@ -153,7 +153,7 @@ class _Selection(NamedTuple):
     """What an archive of the tree holds and how each entry is converted."""
 
     entries: list[Entry]
-    conversion: attributes.ConversionPlan
+    conversion: convert.ConversionPlan
     subst: list[int]  # indexes (into entries) of export-subst regular files, in tree order
     empty_dirs: list[bytes]  # directories git archive writes although nothing kept is in them
 
@@ -171,11 +171,9 @@ def _select(
     ``unknown_dirs``: directories whose .gitattributes is missing (a dry run in a partial
     clone): paths below them are not looked up (kept, conversion unknown)."""
     if attrs is None:
-        return _Selection(
-            entries, attributes.ConversionPlan(sources, [None] * len(entries)), [], []
-        )
+        return _Selection(entries, convert.ConversionPlan(sources, [None] * len(entries)), [], [])
     dirs = archive.directories(entries)
-    names = attributes.CONVERT_ATTRS + attributes.ARCHIVE_ATTRS
+    names = convert.CONVERT_ATTRS + attributes.ARCHIVE_ATTRS
     paths = [e.path for e in entries] + [d + b"/" for d in dirs]
     if unknown_dirs:
         blank: tuple[attributes.AttrValue, ...] = (None,) * len(names)
@@ -191,15 +189,15 @@ def _select(
     else:
         rows = attrs.lookup(paths, names)
         unknown = 0
-    n_conv = len(attributes.CONVERT_ATTRS)
+    n_conv = len(convert.CONVERT_ATTRS)
     dropped = archive.ignored_dirs(dirs, [r[n_conv] is True for r in rows[len(entries) :]])
     keep = archive.kept(entries, [r[n_conv] is True for r in rows[: len(entries)]], dropped)
     out = [entries[i] for i in keep]
     conv_rows = {
         k: rows[i][:n_conv] for k, i in enumerate(keep) if attributes.convertible(entries[i])
     }
-    settings = attributes.Settings.from_config(config)
-    plan = attributes.build_plan(sources, len(out), conv_rows, settings)
+    settings = convert.Settings.from_config(config)
+    plan = convert.build_plan(sources, len(out), conv_rows, settings)
     plan.unknown = unknown
     subst = [
         k

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:  # types only: nothing here runs them
     from pcheckout.fs.detect import FsInfo
-    from pcheckout.git.attributes import ConversionPlan, TreeAttributes
+    from pcheckout.git.attributes import TreeAttributes
+    from pcheckout.git.convert import ConversionPlan
     from pcheckout.git.refs import Target
     from pcheckout.git.tree import Entry, TreeChanges
     from pcheckout.plan.policy import WorkerPlan

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 from pcheckout.errors import GitError, decode
 from pcheckout.git.runner import Git
@@ -63,3 +64,13 @@ def config_bool(value: str | None, default: bool) -> bool:
         return parse_bool("", value)
     except GitError:
         return default
+
+
+def autocrlf(config: Mapping[str, str]) -> str:
+    """``core.autocrlf`` as git reads it (config.c): "input", "true" or "false"."""
+    value = config.get("core.autocrlf")
+    if value is None:
+        return "false"
+    if value.lower() == "input":
+        return "input"
+    return "true" if parse_bool("core.autocrlf", value) else "false"

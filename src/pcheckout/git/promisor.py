@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from pcheckout.errors import GitError, decode
+from pcheckout.errors import GitError
 from pcheckout.git.config import config_bool
 from pcheckout.git.lock import _try_record_lock
 from pcheckout.git.runner import Git
@@ -340,12 +340,6 @@ class Prefetch:
         """``wait()`` without raising: the error, if any, stays in ``error``."""
         self._thread.join()
         return self.result
-
-
-def describe_stderr(stderr: bytes) -> str:
-    """git's last stderr line, for a debug message."""
-    lines = decode(stderr).strip().splitlines()
-    return lines[-1] if lines else ""
 
 
 #: Copy unit when moving a staged pack into the repository: large writes, few round

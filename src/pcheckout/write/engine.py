@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from pcheckout.fs.files import Abandoned, Destination
-from pcheckout.git.attributes import Conversion
 from pcheckout.git.catfile import CatFile, Prestarted, Spawn
+from pcheckout.git.convert import Conversion
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import Entry
 from pcheckout.write.journal import Journal

@@ -28,8 +28,8 @@ from pcheckout.errors import (
     quote_path,
 )
 from pcheckout.fs.files import Destination, Fill, unpack_stat
-from pcheckout.git.attributes import Conversion
 from pcheckout.git.catfile import REQUEST_WINDOW, SMALL_BLOB, CatFile, State
+from pcheckout.git.convert import Conversion
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
 from pcheckout.write.journal import Journal
@@ -94,7 +94,7 @@ class Pool(Protocol):
 class Worker:
     """One thread's pipeline.  Each entry is converted as ``conversions`` says (None: no
     entry converts): written as stored or converted in-process (ident, CRLF: see
-    ``git/attributes.py``) from the pipelined plain ``cat-file --batch``, or, for the few
+    ``git/convert.py``) from the pipelined plain ``cat-file --batch``, or, for the few
     entries git converts (filter drivers, encodings), through a ``cat-file --filters`` asked
     one entry at a time.  ``nul`` says whether filtered requests are NUL-terminated (git >=
     2.38; before, a path with a newline cannot be said on a request line and is read with a

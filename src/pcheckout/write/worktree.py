@@ -28,7 +28,7 @@ from pcheckout.errors import Interrupted
 from pcheckout.fdio import write_all
 from pcheckout.fs.files import full_path, pack_stat
 from pcheckout.fs.parallel import lstat_many_or_none, lstat_while_cached
-from pcheckout.git import attributes
+from pcheckout.git import attributes, convert
 from pcheckout.git.catfile import CatFile, Prestarted
 from pcheckout.git.config import config_bool
 from pcheckout.git.objects import blob_oid, file_blob_oid
@@ -50,7 +50,7 @@ class WriteRequest:
     entries: Sequence[Entry]
     root: Path
     plan: policy.WorkerPlan
-    conversion: attributes.ConversionPlan  # how each entry is converted
+    conversion: convert.ConversionPlan  # how each entry is converted
     resume: bool = False  # keep what an interrupted run wrote correctly
     overwrite: bool = False  # replace what is in the way
     contents: Mapping[int, bytes] | None = None  # entries' final bytes, written as given
@@ -181,7 +181,7 @@ def _finish(
 
 def _write_attributes_first(
     ctx: Context,
-    conv: attributes.ConversionPlan,
+    conv: convert.ConversionPlan,
     entries: Sequence[Entry],
     root_b: bytes,
     skip: list[bool],
@@ -433,7 +433,7 @@ def _keep_verified(
     entries: Sequence[Entry],
     skip: list[bool],
     pre_stats: dict[int, bytes],
-    conversions: Sequence[attributes.Conversion | None],
+    conversions: Sequence[convert.Conversion | None],
     stat_threads: int,
 ) -> int:
     """Keep entries already written correctly (content hashes to the blob; a
