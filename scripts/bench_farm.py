@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""A build farm checking out at once: N clients on one busy server.
+
+    python3 scripts/bench_farm.py [--clients 8,32] [--slots 16] [--latency-ms 1.0]
+        [--files 4800] [--attributes gitlike] [--rounds 3] [--git-workers 32]
+
+One latencyfs mount whose server serves ``--slots`` requests at a time (``--max-inflight``),
+``--latency-ms`` each: the farm's shared file server.  For every client count and every row
+(pcheckout auto; git with ``checkout.workers=--git-workers``), interleaved over ``--rounds``
+rounds, on a fresh mount each time: N ``git clone --no-checkout --shared`` in the backing
+directory (untimed), then N checkouts started together.  Reported per row, medians over the
+rounds:
+
+* **batch**: from the first start to the last exit;
+* **server floor**: the requests the server counted during the batch x latency / slots, the
+  time the server needs for that work at full use (a lower bound: each request also costs
+  its real operation);
+* **batch / floor** (issue target: <= 1.15) and **slowest / median** client (<= 1.2);
+* **requests per file**, everything the server saw (start-up included) / (N x entries).
+
+The first round of every row checks each client (``git status`` clean, HEAD right).  JSON
+goes to ``--out``, markdown to stdout and ``--out`` with ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench  # noqa: E402
+import benchlib  # noqa: E402
+import genrepo  # noqa: E402
+
+PROJECT = Path(__file__).resolve().parent.parent
+TMPFS = Path("/dev/shm")
+#: The issue's targets (docs/benchmarks.md, *A build farm at once*).
+TARGET_BATCH_VS_FLOOR = 1.15
+TARGET_SLOWEST_VS_MEDIAN = 1.2
+
+
+class Farm(NamedTuple):
+    """One table's fixed facts: the server and the tree."""
+
+    latency_ms: float
+    slots: int
+    cache_seconds: float
+    src: Path
+    entries: int
+    scratch: Path
+
+
+class Row(NamedTuple):
+    name: str
+    argv: tuple[str, ...]  # the checkout command, ``{W}`` standing for the work tree
+
+
+def rows(git_workers: int) -> list[Row]:
+    pc = bench.pcheckout_cmd()
+    return [
+        Row("pcheckout auto", (*pc, "checkout", "-C", "{W}")),
+        Row(
+            f"git checkout.workers={git_workers}",
+            ("git", "-C", "{W}", "-c", f"checkout.workers={git_workers}", "checkout", "-f", "HEAD"),
+        ),
+    ]
+
+
+def _client(argv: list[str], env: dict[str, str], go: threading.Barrier, out: list[float]) -> None:
+    go.wait()
+    t0 = time.perf_counter()
+    done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True)
+    out += [t0, time.perf_counter(), float(done.returncode)]
+    if done.returncode:
+        sys.stderr.write(done.stderr.decode(errors="replace")[-400:])
+
+
+def _verify(backing: Path, n: int) -> str | None:
+    for i in range(n):
+        st = subprocess.run(
+            ["git", "-C", str(backing / f"c{i}"), "status", "--porcelain"],
+            capture_output=True,
+            text=True,
+        )
+        if st.returncode or st.stdout.strip():
+            return f"client {i}: git status not clean: {(st.stdout or st.stderr)[:200]}"
+    return None
+
+
+def one_batch(farm: Farm, row: Row, clients: int, check: bool) -> dict[str, Any]:
+    """N clients of ``row`` at once on a fresh mount; their times and the server's counts."""
+    import latencyfs
+
+    backing, mnt = farm.scratch / "backing", farm.scratch / "mnt"
+    stats = farm.scratch / "stats"
+    shutil.rmtree(backing, ignore_errors=True)
+    backing.mkdir(parents=True)
+    env = bench.bench_env()
+    for i in range(clients):
+        clone = ["git", "clone", "-q", "--no-checkout", "--shared", str(farm.src)]
+        subprocess.run([*clone, str(backing / f"c{i}")], env=env, check=True)
+    times: list[list[float]] = [[] for _ in range(clients)]
+    go = threading.Barrier(clients)
+    with latencyfs.mounted(
+        backing,
+        mnt,
+        latency_ms=farm.latency_ms,
+        max_inflight=farm.slots,
+        cache_seconds=farm.cache_seconds,
+        stats=stats,
+    ):
+        before = latencyfs.read_stats(stats)
+        threads = []
+        for i in range(clients):
+            argv = [a.replace("{W}", str(mnt / f"c{i}")) for a in row.argv]
+            t = threading.Thread(target=_client, args=(argv, env, go, times[i]))
+            t.start()
+            threads.append(t)
+        for t in threads:
+            t.join()
+    after = latencyfs.read_stats(stats)  # once unmounted: the last RELEASEs are in
+    counted = {k: after[k] - before[k] for k in after if after[k] != before[k]}
+    problem = _verify(backing, clients) if check else None
+    shutil.rmtree(backing, ignore_errors=True)
+    starts, ends = [t[0] for t in times], [t[1] for t in times]
+    durations = sorted(t[1] - t[0] for t in times)
+    requests = latencyfs.requests(counted)
+    return {
+        "batch_s": max(ends) - min(starts),
+        "client_s": durations,
+        "failed": sum(1 for t in times if t[2]),
+        "requests": counted,
+        "requests_total": requests,
+        "floor_s": requests * farm.latency_ms / 1000 / farm.slots,
+        "problem": problem,
+    }
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def summary(runs: list[dict[str, Any]], entries: int, clients: int) -> dict[str, float]:
+    ok = [r for r in runs if not r["failed"]]
+    return {
+        "batch_s": _median([r["batch_s"] for r in ok]),
+        "floor_s": _median([r["floor_s"] for r in ok]),
+        "batch_vs_floor": _median([r["batch_s"] / r["floor_s"] for r in ok]),
+        "slowest_vs_median": _median([r["client_s"][-1] / _median(r["client_s"]) for r in ok]),
+        "client_median_s": _median([_median(r["client_s"]) for r in ok]),
+        "requests_per_file": _median([r["requests_total"] / (entries * clients) for r in ok]),
+        "slot_waits_per_request": _median(
+            [r["requests"].get("slot_waits", 0) / r["requests_total"] for r in ok]
+        ),
+        "failed_runs": len(runs) - len(ok),
+    }
+
+
+def markdown(table: dict[str, Any]) -> str:
+    lines = [
+        f"*{table['clients']} clients at once, {table['entries']} entries each; server: "
+        f"{table['slots']} slots, {table['latency_ms']} ms per request; medians of "
+        f"{table['rounds']} rounds*",
+        "",
+        "| row | batch s | server floor s | batch ÷ floor | slowest ÷ median client | "
+        "median client s | requests/file | waited for a slot |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, s in table["summary"].items():
+        lines.append(
+            f"| {name} | {s['batch_s']:.2f} | {s['floor_s']:.2f} | {s['batch_vs_floor']:.3f} | "
+            f"{s['slowest_vs_median']:.3f} | {s['client_median_s']:.2f} | "
+            f"{s['requests_per_file']:.2f} | {100 * s['slot_waits_per_request']:.0f} % |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def run_table(farm: Farm, clients: int, row_list: list[Row], rounds: int) -> dict[str, Any]:
+    runs: dict[str, list[dict[str, Any]]] = {r.name: [] for r in row_list}
+    for k in range(rounds):
+        order = row_list if k % 2 == 0 else row_list[::-1]
+        for row in order:
+            res = one_batch(farm, row, clients, check=k == 0)
+            runs[row.name].append(res)
+            print(
+                f"[farm] {clients} clients, {row.name}, round {k + 1}: batch "
+                f"{res['batch_s']:.2f} s, floor {res['floor_s']:.2f} s"
+                + (f", {res['problem']}" if res["problem"] else ""),
+                flush=True,
+            )
+    return {
+        "clients": clients,
+        "entries": farm.entries,
+        "slots": farm.slots,
+        "latency_ms": farm.latency_ms,
+        "rounds": rounds,
+        "runs": runs,
+        "summary": {name: summary(r, farm.entries, clients) for name, r in runs.items()},
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--clients", default="8,32")
+    ap.add_argument("--slots", type=int, default=16)
+    ap.add_argument("--latency-ms", type=float, default=1.0)
+    ap.add_argument("--cache-seconds", type=float, default=3.0)
+    ap.add_argument("--files", type=int, default=4800)
+    ap.add_argument("--shape", default="source", choices=sorted(genrepo.SHAPES))
+    ap.add_argument("--attributes", default="gitlike", choices=genrepo.ATTRIBUTE_SETS)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--git-workers", type=int, default=32)
+    ap.add_argument("--repo-dir", type=Path, default=PROJECT / "bench-out" / "repos")
+    ap.add_argument("--out", type=Path, default=PROJECT / "bench-out" / "farm.json")
+    a = ap.parse_args(argv)
+    bench.compile_bytecode()
+    bench._load_latencyfs()
+    spec = genrepo.RepoSpec(a.shape, a.files, 1, 0.2, 0, a.attributes)
+    src, meta = bench.ensure_repo(a.repo_dir, spec)
+    bench.warm(src)
+    scratch = TMPFS / f"pcheckout-farm-{os.getpid()}"
+    farm = Farm(
+        a.latency_ms,
+        a.slots,
+        a.cache_seconds,
+        src,
+        bench.tree_entry_count(src, "HEAD"),
+        scratch,
+    )
+    result: dict[str, Any] = {
+        "argv": sys.argv if argv is None else argv,
+        "date": benchlib.now_iso(),
+        "machine": benchlib.machine_facts(),
+        "repo": meta["name"],
+        "tables": [],
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        for n in (int(x) for x in a.clients.split(",")):
+            table = run_table(farm, n, rows(a.git_workers), a.rounds)
+            result["tables"].append(table)
+            print(markdown(table), flush=True)
+            result["machine"]["loadavg_end"] = os.getloadavg()
+            a.out.write_text(json.dumps(result, indent=1))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    a.out.with_suffix(".md").write_text("\n".join(markdown(t) for t in result["tables"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
