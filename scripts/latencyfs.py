@@ -132,7 +132,9 @@ class Options(NamedTuple):
     ``fault_ops`` (``"create,write,flush,mkdir,symlink"``; default create) on
     names containing ``fault_match`` fail, ``fault_times`` times in all
     (default: always).  ``stats``: a file the daemon counts its requests in
-    (:func:`read_stats`).
+    (:func:`read_stats`).  ``slots_name`` (``"/name"``): the ``max_inflight`` slots are a
+    named semaphore shared by every mount given the same name (one server behind many
+    client mounts; :func:`unlink_slots` removes it).
     """
 
     latency_ms: float = 1.0
@@ -146,6 +148,7 @@ class Options(NamedTuple):
     fault_match: str | None = None
     fault_times: int | None = None
     stats: str | os.PathLike[str] | None = None
+    slots_name: str | None = None
 
     def argv(self) -> list[str]:
         """The daemon's options; LatencyFsError for a value it would refuse."""
@@ -167,7 +170,17 @@ class Options(NamedTuple):
                 args += ["--fault-times", _count("fault_times", self.fault_times, least=0)]
         if self.stats is not None:
             args += ["--stats", _abs(self.stats)]
+        if self.slots_name is not None:
+            if not self.slots_name.startswith("/") or "/" in self.slots_name[1:]:
+                raise LatencyFsError(f"slots_name must be '/name', not {self.slots_name!r}")
+            args += ["--slots-name", self.slots_name]
         return args
+
+
+def unlink_slots(name: str) -> None:
+    """Remove the named semaphore of ``slots_name`` (Linux keeps it in /dev/shm)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(f"/dev/shm/sem.{name.lstrip('/')}")
 
 
 def mount(
@@ -318,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
         help="fail this many requests in all (default: every one)",
     )
     p_mount.add_argument("--stats", default=None, help="count the requests served in this file")
+    p_mount.add_argument(
+        "--slots-name", default=None, help="share the --max-inflight slots with other mounts"
+    )
     p_stats = sub.add_parser("stats", help="print a --stats file's counters as JSON")
     p_stats.add_argument("file")
     p_umount = sub.add_parser("umount", help="unmount and wait until gone")

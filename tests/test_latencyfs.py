@@ -234,6 +234,34 @@ def test_max_inflight_serialises_requests(binary: Path, tmp_path: Path) -> None:
         assert time.perf_counter() - t0 >= 4 * LATENCY_MS / 1000
 
 
+def test_mounts_given_one_slots_name_share_one_server(binary: Path, tmp_path: Path) -> None:
+    """Two mounts, one named slot: an open in each, at once, take two latencies."""
+    name = f"/latencyfs-test-{os.getpid()}"
+    kw = {"latency_ms": LATENCY_MS, "max_inflight": 1, "slots_name": name}
+    try:
+        with _mount(tmp_path, "s1", **kw) as (b1, m1), _mount(tmp_path, "s2", **kw) as (b2, m2):
+            for backing, mnt in ((b1, m1), (b2, m2)):
+                (backing / "f").write_bytes(b"x")
+                os.stat(mnt / "f")
+            go = threading.Barrier(2)
+
+            def open_close(mnt: Path) -> None:
+                go.wait()
+                os.close(os.open(mnt / "f", os.O_RDONLY))
+
+            threads = [threading.Thread(target=open_close, args=(m,)) for m in (m1, m2)]
+            t0 = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            # OPEN + FLUSH each, one slot for both mounts
+            assert time.perf_counter() - t0 >= 4 * LATENCY_MS / 1000
+    finally:
+        lfs.unlink_slots(name)
+    assert not os.path.exists(f"/dev/shm/sem.{name[1:]}")
+
+
 def test_stats_count_requests_and_slot_waits(binary: Path, tmp_path: Path) -> None:
     """--stats: what a checkout's creates cost, per request, as docs/latencyfs.md tables it;
     with one slot, two concurrent opens make one of them wait."""

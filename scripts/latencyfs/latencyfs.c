@@ -32,6 +32,9 @@
  *                          (write, flush) containing S (default: all)
  *     --fault-times N      fail N matching requests in all, then serve them
  *                          (default: fail every one)
+ *     --slots-name NAME    the --max-inflight slots are the named semaphore NAME
+ *                          ("/name"), shared by every daemon given it: one server
+ *                          behind many mounts (created with N slots by the first)
  *     --stats FILE         count the requests served, by operation, in FILE (a
  *                          text header naming the counters, then the counters as
  *                          native uint64 at byte STATS_OFFSET; read it any time)
@@ -112,7 +115,11 @@ static struct config cfg = {
 	.clone_fd = true,
 };
 
-static sem_t slots;
+static sem_t slot_sem;
+static sem_t *slots = &slot_sem;
+/* --slots-name: the slots are a named semaphore that every daemon given the same
+ * name shares (one server, many client mounts); NULL: this daemon's own. */
+static const char *slots_name;
 
 /* ------------------------------------------------------------ statistics */
 
@@ -342,9 +349,9 @@ static void begin(enum kind k, enum op op)
 	uint64_t ns = k == DATA ? cfg.data_ns : cfg.meta_ns;
 
 	count(op, 1);
-	if (cfg.max_inflight && sem_trywait(&slots) != 0) {
+	if (cfg.max_inflight && sem_trywait(slots) != 0) {
 		uint64_t t0 = stats ? now_ns() : 0;
-		while (sem_wait(&slots) != 0 && errno == EINTR)
+		while (sem_wait(slots) != 0 && errno == EINTR)
 			;
 		count(STAT_SLOT_WAITS, 1);
 		if (stats)
@@ -369,7 +376,7 @@ static void begin(enum kind k, enum op op)
 static void end(void)
 {
 	if (cfg.max_inflight)
-		sem_post(&slots);
+		sem_post(slots);
 }
 
 /* --------------------------------------------------------------- helpers */
@@ -937,7 +944,7 @@ static void usage(const char *prog)
 		"usage: %s [--latency-ms F] [--data-latency-ms F] [--max-inflight N]\n"
 		"          [--cache-seconds F] [--threads N] [--max-background N] [--no-clone-fd]\n"
 		"          [--allow-other] [--fault-errno E] [--fault-ops LIST] [--fault-match S]\n"
-		"          [--fault-times N] [--stats FILE] [-f] [-d] [-o OPTS]\n"
+		"          [--fault-times N] [--slots-name NAME] [--stats FILE] [-f] [-d] [-o OPTS]\n"
 		"          BACKING_DIR MOUNTPOINT\n",
 		prog);
 }
@@ -1057,6 +1064,10 @@ static int parse_args(int argc, char **argv)
 			if (!parse_uint(v, &n))
 				goto bad;
 			fault_left = (long)n, i++;
+		} else if (!strcmp(a, "--slots-name")) {
+			if (v[0] != '/' || strchr(v + 1, '/'))
+				goto bad;
+			slots_name = v, i++;
 		} else if (!strcmp(a, "--stats")) {
 			stats_path = v, i++;
 		} else if (!strcmp(a, "--threads")) {
@@ -1134,8 +1145,15 @@ int main(int argc, char **argv)
 	}
 	for (unsigned i = 0; i < INODE_STRIPES; i++)
 		pthread_mutex_init(&stripes[i], NULL);
-	if (cfg.max_inflight)
-		sem_init(&slots, 0, cfg.max_inflight);
+	if (cfg.max_inflight && !slots_name) {
+		sem_init(slots, 0, cfg.max_inflight);
+	} else if (cfg.max_inflight) {
+		slots = sem_open(slots_name, O_CREAT, 0600, cfg.max_inflight);
+		if (slots == SEM_FAILED) {
+			fprintf(stderr, "latencyfs: sem_open %s: %s\n", slots_name, strerror(errno));
+			return 1;
+		}
+	}
 
 	root_inode.fd = open(cfg.backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (root_inode.fd < 0) {
