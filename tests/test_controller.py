@@ -285,3 +285,39 @@ def test_summary() -> None:
     text = c.summary()
     assert text.startswith("adapted 4 -> ")
     assert "settled after" in text
+
+
+def test_a_saturated_server_gets_no_more_workers() -> None:
+    """Past the knee more workers only queue at the server: the rate stays flat and the
+    latency per file doubles.  The controller says so and never adds workers again, not even
+    in its periodic re-checks, however long the checkout."""
+    curve = latency_bound(16)
+    for seed in SEEDS:
+        c = Controller(16)
+        rng = random.Random(seed)
+        drive(c, curve, 40, noise=0.1, rng=rng)
+        assert c.saturated, c.changes
+        assert "saturated at 16 workers" in c.summary()
+        used = drive(c, curve, 1000, noise=0.1, rng=rng)
+        assert max(used) <= 16 and c.limit == 16, c.changes
+
+
+def test_a_server_that_has_room_again_gets_workers_again() -> None:
+    """The server's other load goes away: the rate at the settled count rises by itself,
+    the controller learns the server again and finds the new knee."""
+    busy, free = latency_bound(16), latency_bound(64, per_worker=200.0)
+    c = Controller(16)
+    drive(c, busy, 40, noise=0.1)
+    settle(c, busy, 0.1)
+    assert c.saturated
+    drive(c, free, 300, noise=0.1)
+    settle(c, free, 0.1)
+    assert not c.saturated and c.limit >= 32, c.changes
+
+
+def test_a_probe_that_pays_is_not_saturation() -> None:
+    for seed in SEEDS:
+        c = Controller(4)
+        drive(c, latency_bound(32), 100, noise=0.1, rng=random.Random(seed))
+        assert c.limit >= 32
+        assert "saturated at 4" not in c.summary() and "saturated at 8" not in c.summary()

@@ -23,6 +23,12 @@ The algorithm (the full write-up with provenance is ``docs/tuning.md``):
   :data:`MAX_SAMPLES_PER_TRIAL` (the bar falls as samples accumulate).
 * **Settle.**  When neither neighbour (x2, /2) pays, the controller settles and stops probing:
   the curve is flat there, and a flat curve costs nothing to sit on.
+* **A saturated server.**  Per-file latency is ``limit / rate`` (Little's law: the workers in
+  flight over the files completed per second).  A probe up whose throughput stays flat (not
+  kept) while per-file latency rose by :data:`SATURATION_LATENCY_RISE` or more found a
+  server that only queues the extra requests: the controller marks it saturated and adds no
+  workers again (no probe up, also not in the periodic re-checks) until the settled rate
+  changes by itself (:data:`DRIFT`: the server's load changed); probes down continue.
 * **Composition changes and wrong decisions.**  After settling it watches the rate at the
   settled count.  A sustained jump (:data:`DRIFT` for :data:`DRIFT_SAMPLES` samples in a row,
   far outside the noise) starts a fresh probing episode measured from the new regime; otherwise
@@ -97,6 +103,12 @@ REPROBE_AFTER: int = 16
 RECHECK_MARGIN: float = 0.25
 #: Weight of a new sample in the settled rate's moving average (slow: follows gradual change).
 SETTLED_EWMA_ALPHA: float = 0.2
+#: A rejected probe up whose per-file latency rose by this factor found a saturated server.
+#: Doubling the workers on a server with room keeps the latency (the rate doubles: ratio 1);
+#: on a saturated one the rate stays flat and the latency doubles (ratio 2).  1.6 is the
+#: latency ratio of a probe that gained 25% (2 / 1.25): anything gaining less than that
+#: and already rejected by NOISE_MARGIN is mostly queueing.
+SATURATION_LATENCY_RISE: float = 1.6
 
 
 class Phase(Enum):
@@ -142,6 +154,7 @@ class Controller:
         self._episodes = 1
         self._readapted = 0  # drift-triggered re-probes
         self._margin = NOISE_MARGIN
+        self._saturated: tuple[int, float, float] | None = None  # (count, latency x, rate x)
         self.changes: list[Change] = []
 
     # -- public -------------------------------------------------------------------------------
@@ -155,6 +168,11 @@ class Controller:
     def settled(self) -> bool:
         """True once probing found nothing better (until a sustained rate change re-opens it)."""
         return self._phase is Phase.SETTLED
+
+    @property
+    def saturated(self) -> bool:
+        """True while a probe up found a server that only queued the extra requests."""
+        return self._saturated is not None
 
     @property
     def initial(self) -> int:
@@ -193,6 +211,12 @@ class Controller:
         else:
             tail = f"still probing when the checkout ended ({self._elapsed:.1f} s)"
         extra = f", re-adapted {self._readapted}x to a changed workload" if self._readapted else ""
+        if self._saturated is not None:
+            n, latency, rate = self._saturated
+            extra += (
+                f"; the server was saturated at {n} workers (latency per file x{latency:.1f}, "
+                f"files/s x{rate:.2f}): no more workers added"
+            )
         return f"{head}, {tail}{extra}"
 
     # -- the algorithm --------------------------------------------------------------------------
@@ -203,7 +227,7 @@ class Controller:
     def _neighbours(self) -> list[int]:
         up = self._clamp(self._home * 2)
         down = self._clamp(self._home // 2)
-        ordered = [up, down] if self._direction > 0 else [down, up]
+        ordered = [up, down] if self._direction > 0 and self._saturated is None else [down]
         return [n for n in ordered if n != self._home]
 
     def _mean(self, n: int) -> float:
@@ -236,6 +260,10 @@ class Controller:
         if ratio > 1.0 + self._margin:
             self._direction = 1 if candidate > self._home else -1
             self._home = candidate
+        elif candidate > self._home:
+            latency = (candidate / self._home) / ratio  # Little's law: workers / rate
+            if latency >= SATURATION_LATENCY_RISE:
+                self._saturated = (self._home, latency, ratio)
         self._next_move()
 
     def _next_move(self) -> None:
@@ -243,11 +271,12 @@ class Controller:
         while True:
             base = self._mean(self._home)
             for n in self._neighbours():
-                if n in self._stats and self._mean(n) > base * (1.0 + self._margin):
+                known = n in self._stats
+                if known and self._mean(n) > base * (1.0 + self._margin):
                     self._direction = 1 if n > self._home else -1
                     self._home = n
                     break  # re-evaluate from the new home
-                if n not in self._stats:
+                if not known:
                     self._phase = Phase.PROBING
                     self._set_limit(n, "probe")
                     return
@@ -287,6 +316,7 @@ class Controller:
             return
         if self._drift_streak >= DRIFT_SAMPLES:
             # The workload changed: measure afresh from the new regime's samples.
+            self._saturated = None  # the server's load changed: learn it again
             self._readapted += 1
             self._reopen(list(self._streak_rates), NOISE_MARGIN)
         elif sign == 0:
