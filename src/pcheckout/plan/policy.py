@@ -33,6 +33,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from pcheckout.errors import UsageError
+from pcheckout.plan.cpus import CPU_BOUND_CAP as CPU_BOUND_CAP  # (re-exported)
+from pcheckout.plan.cpus import CpuInfo as CpuInfo
 
 if TYPE_CHECKING:
     from pcheckout.fs.detect import FsInfo
@@ -49,9 +51,6 @@ MAX_WORKERS = 64
 #: Below this many entries one worker is used: git's checkout.thresholdForParallelism default.
 #: Threads are cheaper to start than git's worker processes, so this is conservative.
 PARALLEL_THRESHOLD = 100
-
-#: CPU-bound cap: seed 000 found no gain past 20 threads on a 40-core/80-thread machine.
-CPU_BOUND_CAP = 20
 
 #: NFS 3, 4.1, 4.2: seed 001, the knee is at 16 (within 3% of the best on linux.git, and the
 #: best on the 251-file repository); 32 was best on linux.git, by 2.6% on NFS 3.
@@ -119,51 +118,6 @@ TUNED_GIT_CONFIG_KEY = "pcheckout.gitconfigworkers"
 _ENV_KEY = "PCHECKOUT_WORKERS"
 _WRITER_CONFIG_KEY = "pcheckout.writer"
 _WRITER_ENV_KEY = "PCHECKOUT_WRITER"
-
-
-class CpuInfo(NamedTuple):
-    logical: int
-    physical: int | None
-
-    @classmethod
-    def current(cls) -> CpuInfo:
-        """The CPUs this process may run on.
-
-        On Linux: the affinity mask (a container's cpuset or ``taskset`` shrink it; psutil's
-        counts are the machine's) and the physical cores among them, from sysfs topology.
-        Elsewhere psutil.  Importing psutil costs ~12 ms, 4% of a 5k-file tmpfs checkout.
-        """
-        if hasattr(os, "sched_getaffinity"):
-            cpus = os.sched_getaffinity(0)
-            return cls(logical=len(cpus) or 1, physical=linux_cores(cpus))
-        import psutil
-
-        logical = psutil.cpu_count(logical=True) or os.cpu_count() or 1
-        physical = psutil.cpu_count(logical=False)
-        return cls(logical=logical, physical=physical)
-
-    @property
-    def cpu_bound_workers(self) -> int:
-        """seed 000: physical cores (half the logical CPUs if unknown), capped at 20."""
-        cores = self.physical if self.physical else max(1, self.logical // 2)
-        return max(1, min(cores, CPU_BOUND_CAP))
-
-
-def linux_cores(cpus: set[int], sysfs: str = "/sys/devices/system/cpu") -> int | None:
-    """Physical cores among ``cpus``: distinct SMT sibling sets (``core_cpus_list``, called
-    ``thread_siblings_list`` before Linux 5.6).  None when sysfs does not say."""
-    cores = set()
-    for cpu in cpus:
-        for name in ("core_cpus_list", "thread_siblings_list"):
-            try:
-                with open(f"{sysfs}/cpu{cpu}/topology/{name}", "rb") as f:
-                    cores.add(f.read().strip())
-                break
-            except OSError:
-                continue
-        else:
-            return None
-    return len(cores) or None
 
 
 class Explicit(NamedTuple):
@@ -310,6 +264,8 @@ def _policy(fs: FsInfo | None, cpus: CpuInfo, entries: int) -> tuple[int, str]:
     cpu_why = (
         f"{cpu} = physical cores" if cpus.physical else f"{cpu} = half the {cpus.logical} CPUs"
     ) + " (seed 000: CPU-bound work peaks there)"
+    if cpus.limited_by:
+        cpu_why += f"; CPUs limited by {cpus.limited_by}"
     if fs is None:
         return cpu, f"filesystem unknown: {cpu_why}"
     kind = fs.kind
