@@ -83,6 +83,13 @@ def test_nfs_options_that_matter_are_kept_and_noted() -> None:
     assert any("synchronous" in n for n in info.notes)
 
 
+def test_sshfs_is_a_network_filesystem_with_its_traits_noted() -> None:
+    info = detect("/home/alice/remote/w", mountinfo=FIXTURES / "sshfs.txt")
+    assert (info.kind, info.latency_bound) == ("network", True)
+    note = next(n for n in info.notes if n.startswith("fuse.sshfs is an SFTP client"))
+    assert "at most 10 requests at a time" in note and "whole seconds" in note
+
+
 def test_smb_dialect_is_not_an_nfs_version() -> None:
     info = detect("/mnt/share", mountinfo=FIXTURES / "cifs_smb3.txt")
     assert info.nfs_version is None

@@ -187,20 +187,22 @@ def _detect(path: str, src: _Source, depth: int) -> FsInfo:
     if isinstance(found, _MagicOnly):
         fstype, magic_kind = classify_f_type(found.f_type)
         return _fs_info(
-            path,
-            found.probed_path,
-            mount_point="",
-            mount_id=None,
-            fstype=fstype,
-            source="",
-            options={},
-            kind=magic_kind,
-            f_type=found.f_type,
-            notes=[
-                *found.notes,
-                f"No mount table entry matched; classified from statfs f_type alone ({fstype}), "
-                "which cannot tell NFS versions or FUSE daemons apart.",
-            ],
+            _Facts(
+                path,
+                found.probed_path,
+                mount_point="",
+                mount_id=None,
+                fstype=fstype,
+                source="",
+                options={},
+                kind=magic_kind,
+                f_type=found.f_type,
+                notes=[
+                    *found.notes,
+                    f"No mount table entry matched; classified from statfs f_type alone "
+                    f"({fstype}), which cannot tell NFS versions or FUSE daemons apart.",
+                ],
+            )
         )
     entry = found.entry
     notes = list(found.notes)
@@ -229,18 +231,20 @@ def _detect(path: str, src: _Source, depth: int) -> FsInfo:
             upper, devices = up.kind, up.devices
             notes.append(overlay_upper_note(upperdir, up.fstype, up.mount_point, up.kind))
     return _fs_info(
-        path,
-        found.probed_path,
-        mount_point=entry.mount_point,
-        mount_id=entry.mount_id,
-        fstype=entry.fstype,
-        source=entry.source,
-        options=entry.options,
-        kind=kind,
-        upper=upper,
-        f_type=found.f_type,
-        devices=devices,
-        notes=notes,
+        _Facts(
+            path,
+            found.probed_path,
+            mount_point=entry.mount_point,
+            mount_id=entry.mount_id,
+            fstype=entry.fstype,
+            source=entry.source,
+            options=entry.options,
+            kind=kind,
+            upper=upper,
+            f_type=found.f_type,
+            devices=devices,
+            notes=notes,
+        )
     )
 
 
@@ -323,37 +327,40 @@ def _block_devices(entry: mi.MountEntry, src: _Source) -> tuple[tuple[Device, ..
     ]
 
 
-def _fs_info(
-    path: str,
-    probed_path: str,
-    *,
-    mount_point: str,
-    mount_id: int | None,
-    fstype: str,
-    source: str,
-    options: dict[str, str | None],
-    kind: Kind,
-    upper: Kind | None = None,
-    f_type: int | None = None,
-    devices: tuple[Device, ...] = (),
-    notes: list[str],
-) -> FsInfo:
+class _Facts(NamedTuple):
+    """What the pipeline found about one path, before the derived fields are added."""
+
+    path: str
+    probed_path: str
+    mount_point: str
+    mount_id: int | None
+    fstype: str
+    source: str
+    options: dict[str, str | None]
+    kind: Kind
+    notes: list[str]
+    upper: Kind | None = None
+    f_type: int | None = None
+    devices: tuple[Device, ...] = ()
+
+
+def _fs_info(facts: _Facts) -> FsInfo:
     """The one place an :class:`FsInfo` is made: the NFS version and latency are derived here."""
     return FsInfo(
-        path=path,
-        probed_path=probed_path,
-        mount_point=mount_point,
-        mount_id=mount_id,
-        fstype=fstype,
-        source=source,
-        options=options,
-        kind=kind,
-        upper_kind=upper,
-        nfs_version=nfs_version(fstype, options),
-        f_type=f_type,
-        devices=devices,
-        latency_bound=latency_bound(kind, upper),
-        notes=tuple(notes),
+        path=facts.path,
+        probed_path=facts.probed_path,
+        mount_point=facts.mount_point,
+        mount_id=facts.mount_id,
+        fstype=facts.fstype,
+        source=facts.source,
+        options=facts.options,
+        kind=facts.kind,
+        upper_kind=facts.upper,
+        nfs_version=nfs_version(facts.fstype, facts.options),
+        f_type=facts.f_type,
+        devices=facts.devices,
+        latency_bound=latency_bound(facts.kind, facts.upper),
+        notes=tuple(facts.notes),
     )
 
 
@@ -378,15 +385,17 @@ def _detect_psutil(path: str) -> FsInfo:
     options = mi.parse_options(best.opts)
     fstype = best.fstype.lower()
     kind, why = classify_partition(fstype, options, sys.platform)
+    notes = ["No /proc/self/mountinfo here; classified from psutil.disk_partitions(all=True)."]
     return _fs_info(
-        path,
-        path,
-        mount_point=best.mountpoint,
-        mount_id=None,
-        fstype=fstype,
-        source=best.device,
-        options=options,
-        kind=kind,
-        notes=["No /proc/self/mountinfo here; classified from psutil.disk_partitions(all=True).",
-               *why],
-    )  # fmt: skip
+        _Facts(
+            path,
+            path,
+            mount_point=best.mountpoint,
+            mount_id=None,
+            fstype=fstype,
+            source=best.device,
+            options=options,
+            kind=kind,
+            notes=[*notes, *why],
+        )
+    )

@@ -307,6 +307,8 @@ def fstype_notes(fstype: str, source: str, options: Mapping[str, str | None]) ->
         if fam == "virtiofs":
             return ["virtiofs is a host directory shared into this VM over the FUSE protocol; "
                     "treated as a network filesystem (an inference)."]  # fmt: skip
+        if fam == "sshfs":
+            return [f"{fstype} is an SFTP client ({source}): {SSHFS_NOTE}"]
         return [f"{fstype} is a network or cluster filesystem ({source})."]
     if kind == "fuse":
         if fstype.startswith("fuseblk"):
@@ -341,6 +343,13 @@ def cross_check_notes(fstype: str, f_type: int) -> list[str]:
             f"{fstype}; the mount table was used."]  # fmt: skip
 
 
+#: sshfs's traits that shape a checkout, as measured with sshfs 3.7.3 on libfuse 3.14
+#: (docs/filesystems.md, *sshfs*; docs/benchmarks.md).
+SSHFS_NOTE = (
+    "each request is a round trip over one SFTP connection per mount (max_conns=N opens "
+    "more); sshfs 3.7 on libfuse 3.12 or later serves at most 10 requests at a time (its "
+    "FUSE threads), whatever the number of writers; file times are whole seconds."
+)
 OVERLAY_READ_ONLY = "overlay without an upper layer (read-only); writes will fail."
 OVERLAY_TOO_DEEP = "overlay upper layers nest too deep; upper kind not determined."
 
