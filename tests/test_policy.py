@@ -13,6 +13,7 @@ from pcheckout.plan.policy import (
     CpuInfo,
     Explicit,
     ExplicitWriter,
+    Inputs,
     Tuned,
     WorkerPlan,
     choose_workers,
@@ -45,7 +46,8 @@ def fs(
 def plan(
     info: FsInfo | None, entries: int = 10_000, cpus: CpuInfo = SMT8, **kw: object
 ) -> WorkerPlan:
-    return choose_workers(info, cpus=cpus, entries=entries, nbytes=entries * 4096, **kw)  # type: ignore[arg-type]
+    inputs = Inputs(cpus=cpus, entries=entries, nbytes=entries * 4096, **kw)  # type: ignore[arg-type]
+    return choose_workers(info, inputs)
 
 
 # --- policy by kind ----------------------------------------------------------------------------

@@ -161,11 +161,12 @@ def test_cache_round_trip_and_old_entries() -> None:
         git_seconds=0.31,
         engine_seconds=0.52,
         probe_files=2000,
+        ceiling=4,  # the higher of the knee and git's best count: the mount's ceiling
     )
     data = json.loads(cache_path().read_text())
     entry = data["mounts"][fs.mount_key]
     assert entry["writers"]["winner"] == "git" and len(entry["writers"]["times"]) == 3
-    del entry["writers"]  # an entry stored before writers were compared
+    del entry["writers"], entry["ceiling"]  # an entry stored before either existed
     cache_path().write_text(json.dumps(data))
     assert lookup(fs) == Tuned(2, "2026-12-01", fs.mount_key)
     entry["writers"] = {**_times("git").to_json(), "winner": "svn"}  # foreign: not trusted
@@ -227,14 +228,12 @@ def test_policy_with_a_measured_writer() -> None:
     nfs = detect(tempfile.gettempdir())
     cpus = policy.CpuInfo(2, 2)
     engine = Tuned(32, "2026-12-01", nfs.mount_key, writer="pcheckout", git_workers=16)
-    p = policy.choose_workers(nfs, cpus=cpus, entries=5000, nbytes=0, tuned=engine, git_version=GIT)
+    p = policy.choose_workers(nfs, policy.Inputs(cpus, 5000, tuned=engine, git_version=GIT))
     assert (p.writer, p.workers, p.writer_source) == ("pcheckout", 32, "tuned")
     wins = Tuned(2, "2026-12-01", nfs.mount_key, writer="git", git_workers=5)
-    p = policy.choose_workers(nfs, cpus=cpus, entries=5000, nbytes=0, tuned=wins, git_version=GIT)
+    p = policy.choose_workers(nfs, policy.Inputs(cpus, 5000, tuned=wins, git_version=GIT))
     assert (p.writer, p.workers) == ("git", 5)
-    old = policy.choose_workers(
-        nfs, cpus=cpus, entries=5000, nbytes=0, tuned=wins, git_version=(2, 31, 0)
-    )
+    old = policy.choose_workers(nfs, policy.Inputs(cpus, 5000, tuned=wins, git_version=(2, 31, 0)))
     assert (old.writer, old.workers) == ("pcheckout", 2) and "2.32+" in old.writer_reason
 
 

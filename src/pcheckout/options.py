@@ -122,6 +122,7 @@ class Result:
             "writer": self.plan.writer,
             "writer_reason": self.plan.writer_reason,
             "writer_source": self.plan.writer_source,
+            "ceiling": self.plan.ceiling,
             "converted": self.converted,
             "conversion_reasons": self.conversion_reasons,
             "converted_by_git": self.converted_by_git,

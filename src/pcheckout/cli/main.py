@@ -24,6 +24,7 @@ from pcheckout.errors import Interrupted, PcheckoutError, UsageError
 if TYPE_CHECKING:
     from pcheckout.fs.detect import FsInfo
     from pcheckout.options import Result
+    from pcheckout.plan.policy import Tuned
     from pcheckout.tune.command import TuneRequest
 
 # Each command imports the core it runs inside its function: a checkout needs the
@@ -134,14 +135,41 @@ def _cmd_detect(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     if args.mountinfo and not os.path.isfile(args.mountinfo):
         raise UsageError(f"--mountinfo: no such file: {args.mountinfo}")
     info = fsdetect.detect(args.path, mountinfo=args.mountinfo)
+    tuned = _stored_tune(info)
     if args.json:
-        print_json(info.to_json())
+        print_json({**info.to_json(), **_tuned_json(info, tuned)})
     else:
         from pcheckout.cli import render
         from pcheckout.cli.console import console
 
-        render.fs_info(console(), info)
+        render.fs_info(console(), info, tuned)
     return 0
+
+
+def _stored_tune(info: FsInfo) -> Tuned | None:
+    """The tune result a checkout there would use (the shared file by PCHECKOUT_SHARED_TUNE
+    or its default place: detect reads no repository's config)."""
+    from pcheckout.plan import tunecache  # see the imports' note
+
+    try:
+        return tunecache.lookup(info, tunecache.shared_path(os.environ, {}))
+    except (PcheckoutError, OSError, ValueError):
+        return None
+
+
+def _tuned_json(info: FsInfo, tuned: Tuned | None) -> dict[str, object]:
+    from pcheckout.plan.tunecache import export_key  # see the imports' note
+
+    found = None
+    if tuned is not None:
+        found = {
+            "workers": tuned.workers,
+            "ceiling": tuned.ceiling,
+            "measured_on": tuned.measured_on,
+            "writer": tuned.writer,
+            "where": tuned.where,
+        }
+    return {"export": export_key(info), "tuned": found}
 
 
 def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
@@ -166,6 +194,8 @@ def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     err = console(stderr=True)
     say = None if (args.quiet or args.json) else (lambda msg: err.print(f"[dim]{msg}[/dim]"))
     result = tune.measure(request, fs, say, lambda msg: ui.note(f"{PROG}: note: {msg}"))
+    if request.shared and not args.quiet and not args.json:
+        ui.note(f"{PROG}: stored for {tune.export_of(fs)} in {request.shared}")
     if args.json:
         print_json(result.to_json())
     elif not args.quiet:
@@ -193,6 +223,7 @@ def _tune_request(args: argparse.Namespace) -> TuneRequest:
         remove=args.remove,
         measure_missing=not args.no_measure,
         dry_run=args.dry_run,
+        shared=args.shared,
     )
 
 

@@ -460,6 +460,12 @@ def _add_tune(sub: Any) -> None:
         "checkout on a probe tree (then the writer follows the filesystem's kind)"
     )
     _arg(t, "--no-writers", action="store_true", help=no_writers)
+    shared = (
+        "also store the result in FILE by the mount's export (server:/export, //server/share, "
+        "host:path), for every host that mounts it; checkouts read /etc/pcheckout/tuned.json "
+        "or $PCHECKOUT_SHARED_TUNE"
+    )
+    _arg(t, "--shared", metavar="FILE", complete="file", help=shared)
     git_config = (
         "make plain git use this mount's count: an includeIf section in the global git config "
         "pointing at a file pcheckout owns (shown, then written)"

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from pcheckout.fs.kinds import rotational_flag
-from pcheckout.plan.tunecache import cache_path
+from pcheckout.plan.tunecache import cache_path, export_key
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -23,14 +23,22 @@ if TYPE_CHECKING:
     from pcheckout.git.describe import LeftBehind, Tracking
     from pcheckout.git.refs import HeadOutcome
     from pcheckout.options import Result
-    from pcheckout.plan.policy import Writer
+    from pcheckout.plan.policy import Tuned, Writer
     from pcheckout.plan.tunecache import TuneResult
 
 #: Width of the longest bar in the ``tune`` chart, in cells.
 _BAR_WIDTH = 40
 
 
-def _fs_rows(info: FsInfo) -> list[tuple[str, str]]:
+def tuned_line(tuned: Tuned | None) -> str:
+    """What a checkout there takes from a stored tune result, and where it was found."""
+    if tuned is None:
+        return "no stored result (the policy decides)"
+    ceiling = f", ceiling {tuned.ceiling}" if tuned.ceiling is not None else ""
+    return f"{tuned.workers} workers{ceiling}, measured {tuned.measured_on} {tuned.where}"
+
+
+def _fs_rows(info: FsInfo, tuned: Tuned | None = None) -> list[tuple[str, str]]:
     kind = info.kind + (f" (upper layer: {info.upper_kind})" if info.upper_kind else "")
     devices = ", ".join(
         f"{d.name} (rotational={rotational_flag(d.rotational)}{', virtual' if d.virtual else ''})"
@@ -53,13 +61,18 @@ def _fs_rows(info: FsInfo) -> list[tuple[str, str]]:
     if devices:
         rows.append(("devices", devices))
     rows.append(("options", opts))
+    export = export_key(info)
+    if export is not None:
+        rows.append(("export", export))
+    rows.append(("tuned", tuned_line(tuned)))
     return rows
 
 
-def fs_info(console: Console, info: FsInfo) -> None:
-    """``pcheckout detect``: a rich table on a terminal, plain ``key: value`` lines otherwise."""
+def fs_info(console: Console, info: FsInfo, tuned: Tuned | None = None) -> None:
+    """``pcheckout detect``: a rich table on a terminal, plain ``key: value`` lines otherwise;
+    ``tuned``: the stored tune result a checkout there would use."""
     if not console.is_terminal:
-        for key, value in _fs_rows(info):
+        for key, value in _fs_rows(info, tuned):
             console.print(f"{key}: {value}", markup=False, highlight=False, soft_wrap=True)
         for note in info.notes:
             console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
@@ -70,7 +83,7 @@ def fs_info(console: Console, info: FsInfo) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column(overflow="fold")
-    for key, value in _fs_rows(info):
+    for key, value in _fs_rows(info, tuned):
         table.add_row(key, Text(value))
     console.print(table)
     for note in info.notes:

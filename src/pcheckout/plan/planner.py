@@ -1,8 +1,9 @@
 """Plan a write: the filesystem under the destination and the worker plan for it.
 
 The one impure step of planning: detect the filesystem (``fs/detect.py``), look
-up a stored ``pcheckout tune`` result for its mount, and hand both with the
-counts to the pure ``policy.choose_workers``.
+up a stored ``pcheckout tune`` result for its mount (or its export, in the shared
+file), read the CPUs and the ceiling, and hand it all to the pure
+``policy.choose_workers``.
 """
 
 from __future__ import annotations
@@ -38,11 +39,8 @@ def plan_for(
     chosen = policy.explicit_writer(asked.writer, asked.environ, asked.config)
     if fs is None:
         fs = detect(str(root))
-    tuned = None
-    if explicit is None or chosen is None:
-        tuned = _tuned(fs)
-    plan = policy.choose_workers(
-        fs,
+    tuned = _tuned(fs, asked)
+    inputs = policy.Inputs(
         cpus=policy.CpuInfo.current(),
         entries=entries,
         nbytes=nbytes,
@@ -52,13 +50,15 @@ def plan_for(
         writer=chosen,
         git_version=asked.git_version,
         processes=asked.processes,
+        ceilings=policy.ceiling_for(asked.environ, asked.config, tuned),
     )
-    return fs, plan
+    return fs, policy.choose_workers(fs, inputs)
 
 
-def _tuned(fs: FsInfo) -> policy.Tuned | None:
-    """A stored ``pcheckout tune`` result for ``fs``'s mount; an unreadable cache is none."""
+def _tuned(fs: FsInfo, asked: Asked) -> policy.Tuned | None:
+    """A stored ``pcheckout tune`` result for ``fs``'s mount (this user's, else the shared
+    file's for its export); an unreadable cache is none."""
     try:
-        return tunecache.lookup(fs)
+        return tunecache.lookup(fs, tunecache.shared_path(asked.environ, asked.config))
     except (PcheckoutError, OSError, ValueError):
         return None

@@ -1,9 +1,12 @@
 """Which writer a checkout gets, how many workers, and why.
 
-:func:`choose_workers` is pure: (filesystem, CPUs, entries, bytes, explicit choices, tuned value,
-git version) -> :class:`WorkerPlan`.  Precedence, for the count and for the writer alike: an
-explicit choice (``--workers``/``--writer``, ``PCHECKOUT_WORKERS``/``PCHECKOUT_WRITER``, git
-config) > a tuned value measured on the same mount > the policy below.
+:func:`choose_workers` is pure: (filesystem, :class:`Inputs`: CPUs, entries, bytes, explicit
+choices, tuned value, git version, ceiling) -> :class:`WorkerPlan`.  Precedence, for the count
+and for the writer alike: an explicit choice (``--workers``/``--writer``,
+``PCHECKOUT_WORKERS``/``PCHECKOUT_WRITER``, git config) > a tuned value measured on the same
+mount (or its export, in the shared file) > the policy below.  A ceiling
+(``PCHECKOUT_MAX_WORKERS``, git config ``pcheckout.maxWorkers``, a tune result's) caps every
+count but ``--workers``.
 
 The writer: where writing is CPU-bound (tmpfs, local and virtual disks) git's own parallel
 checkout (git >= 2.32) writes, with the plan's count as ``checkout.workers``; where calls wait
@@ -117,6 +120,9 @@ _GIT_CONFIG_KEY = "checkout.workers"
 TUNED_GIT_CONFIG_KEY = "pcheckout.gitconfigworkers"
 _ENV_KEY = "PCHECKOUT_WORKERS"
 _WRITER_CONFIG_KEY = "pcheckout.writer"
+#: The ceiling's keys (docs/tuning.md, *A ceiling per mount*).
+_MAX_CONFIG_KEY = "pcheckout.maxworkers"
+_MAX_ENV_KEY = "PCHECKOUT_MAX_WORKERS"
 _WRITER_ENV_KEY = "PCHECKOUT_WRITER"
 
 
@@ -139,6 +145,33 @@ class Tuned(NamedTuple):
     git_seconds: float | None = None  # the probe checkout's median time by git's writer ...
     engine_seconds: float | None = None  # ... and by pcheckout's engine
     probe_files: int = 0  # entries of that probe checkout
+    ceiling: int | None = None  # no count above this on that mount (tune's knee, or an admin's)
+    where: str = "for this mount"  # where the result was found: shown by --dry-run and detect
+
+
+class Ceiling(NamedTuple):
+    """The most workers a count may have on this mount, and who said so."""
+
+    workers: int
+    where: str  # "PCHECKOUT_MAX_WORKERS", "git config pcheckout.maxworkers", "the tune ..."
+    #: Set as a ceiling (the key or the variable): it binds explicit counts too.  A tune
+    #: result's measured one binds only the counts pcheckout chooses itself.
+    explicit: bool = True
+
+
+class Inputs(NamedTuple):
+    """Everything the policy weighs besides the filesystem (:func:`choose_workers`)."""
+
+    cpus: CpuInfo
+    entries: int
+    nbytes: int = 0  # does not change the count yet: no measurement says how
+    explicit: Explicit | None = None
+    tuned: Tuned | None = None
+    allow_adapt: bool = True
+    writer: ExplicitWriter | None = None
+    git_version: tuple[int, int, int] = (0, 0, 0)  # (0, 0, 0): unknown, git's writer unused
+    processes: bool | None = None  # forked engine workers (True) or threads (False) forced
+    ceilings: tuple[Ceiling, ...] = ()
 
 
 class WorkerPlan(NamedTuple):
@@ -150,6 +183,7 @@ class WorkerPlan(NamedTuple):
     writer: Writer = "pcheckout"  # who writes: pcheckout's engine or git's own checkout
     writer_reason: str = "pcheckout's engine"  # one line: why that writer
     writer_source: Source = "policy"
+    ceiling: int = MAX_WORKERS  # the adaptive controller goes no higher
 
 
 def _parse_count(value: str, where: str) -> int | None:
@@ -223,6 +257,36 @@ def explicit_choice(
             return Explicit(os.cpu_count() or 1, f"git config {_GIT_CONFIG_KEY}={n} (all CPUs)")
         return Explicit(n, f"git config {_GIT_CONFIG_KEY}")
     return None
+
+
+def ceiling_for(
+    environ: Mapping[str, str], git_config: Mapping[str, str], tuned: Tuned | None
+) -> tuple[Ceiling, ...]:
+    """The ceilings that apply: ``PCHECKOUT_MAX_WORKERS`` and git config
+    ``pcheckout.maxWorkers`` (set: they bind explicit counts too), and the tune result's
+    (measured: it binds what pcheckout chooses).  An unusable value is a ``UsageError``
+    naming where it came from."""
+    found = []
+    env = environ.get(_MAX_ENV_KEY)
+    if env is not None and env.strip():
+        found.append(Ceiling(_parse_ceiling(env, _MAX_ENV_KEY), _MAX_ENV_KEY))
+    cfg = _config_get(git_config, _MAX_CONFIG_KEY)
+    if cfg is not None and cfg.strip():
+        where = f"git config {_MAX_CONFIG_KEY}"
+        found.append(Ceiling(_parse_ceiling(cfg, where), where))
+    if tuned is not None and tuned.ceiling is not None:
+        found.append(Ceiling(tuned.ceiling, f"the tune result {tuned.where}", explicit=False))
+    return tuple(found)
+
+
+def _parse_ceiling(value: str, where: str) -> int:
+    try:
+        n = int(value.strip(), 10)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise UsageError(f"invalid {where} value {value!r}: expected a positive number of workers")
+    return n
 
 
 def _parse_writer(value: str, where: str) -> Writer | None:
@@ -335,36 +399,22 @@ def _kind(fs: FsInfo | None) -> str | None:
     return None if fs is None else (fs.upper_kind if fs.kind == "overlay" else fs.kind)
 
 
-def choose_workers(
-    fs: FsInfo | None,
-    *,
-    cpus: CpuInfo,
-    entries: int,
-    nbytes: int,
-    explicit: Explicit | None = None,
-    tuned: Tuned | None = None,
-    allow_adapt: bool = True,
-    writer: ExplicitWriter | None = None,
-    git_version: tuple[int, int, int] = (0, 0, 0),
-    processes: bool | None = None,
-) -> WorkerPlan:
-    """The plan for writing ``entries`` files (``nbytes`` in total) to ``fs``: the writer, its
-    worker count, and why.
+def choose_workers(fs: FsInfo | None, inputs: Inputs) -> WorkerPlan:
+    """The plan for writing ``inputs.entries`` files to ``fs``: the writer, its worker count,
+    and why.
 
-    Pure.  ``nbytes`` does not change the count yet (no measurement says how); it is kept in the
-    signature so a bandwidth-bound rule can be added without changing callers.  ``git_version``
-    (0, 0, 0) means unknown: git's writer is then never chosen by the policy.
-
-    Where writing is CPU-bound and git has parallel checkout, git's own checkout writes (C,
-    inflating in the process that writes: docs/benchmarks.md run C, 1.8x faster than
-    pcheckout's engine on tmpfs); elsewhere pcheckout's engine.  Its workers are processes
-    where writing is CPU-bound and there is a CPU for each (one interpreter lock each); where
-    calls wait, or more workers than CPUs are asked for, threads (cheap to have many of, and
-    they can adapt).  ``processes`` True or False asks for processes or threads whatever the
-    filesystem and the CPUs (one worker is never forked).
+    Pure.  Where writing is CPU-bound and git has parallel checkout, git's own checkout
+    writes (C, inflating in the process that writes: docs/benchmarks.md run C, 1.8x faster
+    than pcheckout's engine on tmpfs); elsewhere pcheckout's engine.  Its workers are
+    processes where writing is CPU-bound and there is a CPU for each (one interpreter lock
+    each); where calls wait, or more workers than CPUs are asked for, threads (cheap to have
+    many of, and they can adapt).  ``inputs.processes`` True or False asks for processes or
+    threads whatever the filesystem and the CPUs (one worker is never forked).  A ceiling
+    caps every count but ``--workers``, the adaptive controller's included.
     """
-    chosen, why, source = _choose_writer(fs, cpus, tuned, writer, git_version)
-    plan = _choose(fs, cpus, entries, explicit, tuned, allow_adapt, chosen)
+    cpus, entries = inputs.cpus, inputs.entries
+    chosen, why, source = _choose_writer(fs, cpus, inputs.tuned, inputs.writer, inputs.git_version)
+    plan = _choose(fs, inputs, chosen)
     if chosen == "git":
         workers = plan.workers
         reason = plan.reason
@@ -374,7 +424,7 @@ def choose_workers(
                 f"; git's writer: {workers} checkout.workers ({GIT_WORKERS_PER_CORE} per "
                 "core: its main process walks and makes directories beside them)"
             )
-        return plan._replace(
+        plan = plan._replace(
             workers=workers,
             reason=reason,
             adapt=False,
@@ -383,12 +433,33 @@ def choose_workers(
             writer_reason=why,
             writer_source=source,
         )
-    plan = plan._replace(writer="pcheckout", writer_reason=why, writer_source=source)
+        return _capped(plan, inputs)
+    plan = _capped(plan._replace(writer_reason=why, writer_source=source), inputs)
+    processes = inputs.processes
     if processes is None:
         processes = _kind(fs) in CPU_BOUND_KINDS and plan.workers <= cpus.logical
     if processes and plan.workers >= 2:
         return plan._replace(processes=True, adapt=False)
     return plan
+
+
+def _capped(plan: WorkerPlan, inputs: Inputs) -> WorkerPlan:
+    """``plan`` under its ceilings: a set one caps every count but ``--workers`` on the
+    command line, a measured one the counts pcheckout chooses (policy, tuned, adapting)."""
+    chosen_here = plan.source != "user"
+    binding = [c for c in inputs.ceilings if c.explicit or chosen_here]
+    if not binding:
+        return plan
+    ceiling = min(binding, key=lambda c: c.workers)
+    top = _cap(ceiling.workers)
+    plan = plan._replace(ceiling=top)
+    if plan.workers <= top:
+        return plan
+    if inputs.explicit is not None and inputs.explicit.where == "--workers":
+        return plan._replace(reason=plan.reason + f" (above the ceiling of {top}: {ceiling.where})")
+    return plan._replace(
+        workers=top, reason=plan.reason + f"; capped at {top} by {ceiling.where}", adapt=False
+    )
 
 
 def _version(v: tuple[int, int, int]) -> str:
@@ -420,12 +491,12 @@ def _choose_writer(
     if tuned is not None and _tuned_applies(fs, tuned):
         if tuned.writer is not None:
             chosen: Writer = tuned.writer
-            why = f"tuned on {tuned.measured_on} for this mount: " + _measured(tuned)
+            why = f"tuned on {tuned.measured_on} {tuned.where}: " + _measured(tuned)
         elif tuned.workers > cpus.logical:
             return (
                 "pcheckout",
                 (
-                    f"tuned on {tuned.measured_on} for this mount: its best count "
+                    f"tuned on {tuned.measured_on} {tuned.where}: its best count "
                     f"({tuned.workers}) exceeds the {cpus.logical} CPUs, so calls wait: "
                     "pcheckout's engine keeps many in flight"
                 ),
@@ -434,7 +505,7 @@ def _choose_writer(
         else:
             chosen = "git"
             why = (
-                f"tuned on {tuned.measured_on} for this mount: its best count "
+                f"tuned on {tuned.measured_on} {tuned.where}: its best count "
                 f"({tuned.workers}) is within the {cpus.logical} CPUs, so writing is CPU-bound: "
                 "git's own parallel checkout"
             )
@@ -494,15 +565,8 @@ def _too_old(git_version: tuple[int, int, int], need: str) -> str:
     )
 
 
-def _choose(
-    fs: FsInfo | None,
-    cpus: CpuInfo,
-    entries: int,
-    explicit: Explicit | None,
-    tuned: Tuned | None,
-    allow_adapt: bool,
-    writer: Writer = "pcheckout",
-) -> WorkerPlan:
+def _choose(fs: FsInfo | None, inputs: Inputs, writer: Writer) -> WorkerPlan:
+    explicit, tuned, entries = inputs.explicit, inputs.tuned, inputs.entries
     if explicit is not None:
         n = _cap(explicit.workers)
         capped = f" (capped at {MAX_WORKERS})" if explicit.workers > MAX_WORKERS else ""
@@ -521,13 +585,13 @@ def _choose(
             n = _fit(_cap(tuned.git_workers), entries)
             return WorkerPlan(
                 n,
-                f"tuned on {tuned.measured_on} for this mount: {n} checkout.workers "
+                f"tuned on {tuned.measured_on} {tuned.where}: {n} checkout.workers "
                 "(git's writer was fastest there)",
                 "tuned",
             )
         n = _fit(_cap(tuned.workers), entries)
-        return WorkerPlan(n, f"tuned on {tuned.measured_on} for this mount: {n} workers", "tuned")
-    n, why = _policy(fs, cpus, entries)
+        return WorkerPlan(n, f"tuned on {tuned.measured_on} {tuned.where}: {n} workers", "tuned")
+    n, why = _policy(fs, inputs.cpus, entries)
     fitted = _fit(_cap(n), entries)
     if fitted < n:
         why += f"; {fitted} for {entries} entries (>= {MIN_ENTRIES_PER_WORKER} per worker)"
@@ -535,7 +599,7 @@ def _choose(
     # (seed 000) and probing cost more than it won (tmpfs, 5069 files: 0.506 s adapting vs
     # 0.418 s at the fixed 2; docs/benchmarks.md): adapt only where calls wait.
     adapt = (
-        allow_adapt
+        inputs.allow_adapt
         and fitted > 1
         and entries >= ADAPT_MIN_ENTRIES
         and _kind(fs) not in CPU_BOUND_KINDS

@@ -11,11 +11,13 @@ import contextlib
 import json
 import os
 import tempfile
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pcheckout.errors import WriteError
+from pcheckout.fs.kinds import family
 from pcheckout.plan.policy import MAX_WORKERS, WRITERS, Tuned, Writer
 
 if TYPE_CHECKING:
@@ -90,9 +92,13 @@ class TuneResult:
     curve: tuple[tuple[int, float], ...]  # (worker count, median files/s), descending counts
     rounds: tuple[tuple[tuple[int, float], ...], ...] = field(default=(), compare=False)
     writers: WriterTimes | None = None  # both writers timed (git >= 2.32), else None
+    #: No count above this on the mount (docs/tuning.md, *A ceiling per mount*): the knee
+    #: when tune stores it; an administrator may lower it in the shared file.
+    ceiling: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "ceiling": self.ceiling,
             "writers": None if self.writers is None else self.writers.to_json(),
             "mount_key": self.mount_key,
             "mount_point": self.mount_point,
@@ -114,6 +120,7 @@ class TuneResult:
             threshold=float(data["threshold"]),
             curve=tuple((int(p["workers"]), float(p["files_per_s"])) for p in data["curve"]),
             writers=WriterTimes.from_json(data["writers"]) if data.get("writers") else None,
+            ceiling=None if data.get("ceiling") is None else int(data["ceiling"]),
         )
 
 
@@ -128,29 +135,29 @@ def cache_path() -> Path:
     return root / "pcheckout" / "tuned.json"
 
 
-def _read_cache() -> dict[str, dict[str, Any]]:
-    """The stored results by mount key; an unreadable or foreign file counts as empty."""
+def _read_cache(path: Path | None = None, section: str = "mounts") -> dict[str, dict[str, Any]]:
+    """The stored results by key (``mounts``: mount keys; the shared file's ``exports``:
+    export keys); an unreadable or foreign file counts as empty."""
     try:
-        data = json.loads(cache_path().read_text(encoding="utf-8"))
+        data = json.loads((path or cache_path()).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict) or data.get("version") != _CACHE_VERSION:
         return {}
-    mounts = data.get("mounts")
-    if not isinstance(mounts, dict):
+    entries = data.get(section)
+    if not isinstance(entries, dict):
         return {}
-    return {k: v for k, v in mounts.items() if isinstance(v, dict)}
+    return {k: v for k, v in entries.items() if isinstance(v, dict)}
 
 
-def _write_cache(mounts: dict[str, dict[str, Any]]) -> None:
+def _write_cache(entries: dict[str, dict[str, Any]], path: Path, section: str = "mounts") -> None:
     """Atomically: a temporary file in the same directory, fsync, rename over the old one."""
-    path = cache_path()
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tuned-", suffix=".json", dir=path.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"version": _CACHE_VERSION, "mounts": mounts}, f, indent=2, sort_keys=True)
+            json.dump({"version": _CACHE_VERSION, section: entries}, f, indent=2, sort_keys=True)
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())
@@ -164,11 +171,22 @@ def _write_cache(mounts: dict[str, dict[str, Any]]) -> None:
                 os.unlink(tmp)
 
 
+def _with_ceiling(result: TuneResult) -> TuneResult:
+    """Unless it has one, the ceiling is the highest count tune chose for either writer: the
+    knee, or git's best count where git's writer was timed higher."""
+    if result.ceiling is not None:
+        return result
+    git = result.writers.git_workers if result.writers is not None else 0
+    return replace(result, ceiling=max(result.workers, git))
+
+
 def store(result: TuneResult) -> Path:
-    """Record ``result`` for its mount (replacing an older one); returns the cache file."""
+    """Record ``result`` for its mount (replacing an older one) with its ceiling
+    (:func:`_with_ceiling`); returns the cache file."""
+    result = _with_ceiling(result)
     mounts = _read_cache()
     mounts[result.mount_key] = result.to_json()
-    _write_cache(mounts)
+    _write_cache(mounts, cache_path())
     return cache_path()
 
 
@@ -186,12 +204,25 @@ def stored(fs: FsInfo) -> TuneResult | None:
     return result
 
 
-def lookup(fs: FsInfo) -> Tuned | None:
-    """The stored worker count for exactly this mount, else None (never another mount's)."""
+def lookup(fs: FsInfo, shared: Path | None = None) -> Tuned | None:
+    """The stored result for exactly this mount (never another mount's), else the ``shared``
+    file's for this mount's export, else None."""
     result = stored(fs)
+    where = "for this mount"
+    if result is None and shared is not None:
+        found = stored_shared(fs, shared)
+        if found is not None:
+            key, result = found
+            where = f"for {key} in {shared}"
     if result is None:
         return None
-    tuned = Tuned(workers=result.workers, measured_on=result.measured_on, mount_key=fs.mount_key)
+    tuned = Tuned(
+        workers=result.workers,
+        measured_on=result.measured_on,
+        mount_key=fs.mount_key,
+        ceiling=result.ceiling,
+        where=where,
+    )
     w = result.writers
     if w is None:
         return tuned
@@ -204,10 +235,83 @@ def lookup(fs: FsInfo) -> Tuned | None:
     )
 
 
+# --- the shared file, by export ----------------------------------------------------------------
+
+#: Where an administrator provisions results for every host (docs/tuning.md, *Shared results*).
+SHARED_PATH = Path("/etc/pcheckout/tuned.json")
+_SHARED_ENV = "PCHECKOUT_SHARED_TUNE"
+_SHARED_CONFIG = "pcheckout.sharedtune"
+
+
+def shared_path(environ: Mapping[str, str], git_config: Mapping[str, str]) -> Path:
+    """``PCHECKOUT_SHARED_TUNE`` > git config ``pcheckout.sharedTune`` > /etc/pcheckout."""
+    value = environ.get(_SHARED_ENV) or next(
+        (v for k, v in git_config.items() if k.lower() == _SHARED_CONFIG), ""
+    )
+    return Path(value) if value.strip() else SHARED_PATH
+
+
+def export_key(fs: FsInfo) -> str | None:
+    """The server and export a network mount shows, the same on every host that mounts it:
+    NFS ``server:/export``, SMB ``//server/share``, sshfs ``host:path`` (without ``user@``),
+    other network filesystems their source; hosts lower-cased.  None for local kinds."""
+    kind = fs.upper_kind if fs.kind == "overlay" else fs.kind
+    source = fs.source.strip()
+    if kind not in ("nfs", "smb", "network") or not source:
+        return None
+    if kind == "smb":
+        return source.replace("\\", "/").lower().rstrip("/")
+    host, sep, path = source.rpartition(":")
+    if not sep or not host:
+        return source
+    if family(fs.fstype) == "sshfs":
+        host = host.rpartition("@")[2]
+    return f"{host.lower()}:{path.rstrip('/') or '/'}"
+
+
+def _export_matches(key: str, entry: str) -> bool:
+    """``entry`` names ``key``'s export or a directory above it on the same server."""
+    return key == entry or key.startswith(entry.rstrip("/") + "/")
+
+
+def stored_shared(fs: FsInfo, shared: Path) -> tuple[str, TuneResult] | None:
+    """The shared file's result for ``fs``'s export (the longest matching export, measured on
+    the same kind of filesystem), with the export it is stored under."""
+    key = export_key(fs)
+    if key is None:
+        return None
+    best: tuple[str, TuneResult] | None = None
+    for entry, data in _read_cache(shared, "exports").items():
+        if not _export_matches(key, entry) or (best and len(entry) <= len(best[0])):
+            continue
+        try:
+            result = TuneResult.from_json(data)
+        except (KeyError, TypeError, ValueError):
+            continue
+        if result.kind == fs.kind and 1 <= result.workers <= MAX_WORKERS:
+            best = (entry, result)
+    return best
+
+
+def store_shared(result: TuneResult, fs: FsInfo, shared: Path) -> str:
+    """Record ``result`` in the shared file under ``fs``'s export; returns the export."""
+    key = export_key(fs)
+    if key is None:
+        raise WriteError(
+            os.fsencode(str(shared)),
+            OSError(0, f"{fs.fstype} at {fs.mount_point} is not a network export"),
+        )
+    result = _with_ceiling(result)
+    exports = _read_cache(shared, "exports")
+    exports[key] = result.to_json()
+    _write_cache(exports, shared, "exports")
+    return key
+
+
 def forget(fs: FsInfo) -> bool:
     """Drop the stored result for this mount; True if there was one."""
     mounts = _read_cache()
     if mounts.pop(fs.mount_key, None) is None:
         return False
-    _write_cache(mounts)
+    _write_cache(mounts, cache_path())
     return True

@@ -3,7 +3,8 @@
 The command line only parses into the request and prints the record; everything it decides
 (which step runs, the checks, the mount, whether to measure first) is here.  The steps:
 
-* :func:`measure`: the workload at each count, the knee, the writers at the knee, stored;
+* :func:`measure`: the workload at each count, the knee, the writers at the knee, stored
+  (and with ``shared``, in that file by the mount's export);
 * :func:`forget`: the stored result for this mount dropped;
 * :func:`plan_git_config` then :func:`apply_git_config`: plain git's per-mount config, shown
   between the two (or :func:`remove_git_config`).
@@ -39,6 +40,7 @@ class TuneRequest:
     remove: bool = False  # with git_config: take it out again
     measure_missing: bool = True  # with git_config: measure when nothing is stored
     dry_run: bool = False  # with git_config: show it, write nothing
+    shared: str | None = None  # also store the result there, by the mount's export
 
     @property
     def path(self) -> str:
@@ -103,7 +105,10 @@ def check(request: TuneRequest) -> FsInfo:
         request.git_config
     ):
         raise UsageError("--remove, --no-measure and --dry-run go with --git-config")
-    return detect(request.path)
+    fs = detect(request.path)
+    if request.shared and tunecache.export_key(fs) is None:
+        raise UsageError(f"--shared: {fs.fstype} at {fs.mount_point} is not a network export")
+    return fs
 
 
 def measure(
@@ -113,7 +118,15 @@ def measure(
     from pcheckout.tune import writers  # whole checkouts: only a measurement runs them
 
     compare = writers.comparer(request.measure, progress, note) if request.writers else None
-    return run_tune(request.measure, fs=fs, progress=progress, writers=compare)
+    result = run_tune(request.measure, fs=fs, progress=progress, writers=compare)
+    if request.shared:
+        tunecache.store_shared(result, fs, Path(request.shared))
+    return result
+
+
+def export_of(fs: FsInfo) -> str:
+    """The export a shared result is stored under (``--shared``)."""
+    return tunecache.export_key(fs) or fs.source
 
 
 def forget(fs: FsInfo) -> Forgotten:

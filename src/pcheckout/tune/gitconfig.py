@@ -116,15 +116,15 @@ def for_mount(git: Git, fs: FsInfo, mount_point: str, tuned: policy.Tuned | None
     """Plain git under this mount gets the count pcheckout would give git's writer there (the
     tune result ``tuned``, else the policy): the owned file's content, and what writing it
     changes."""
-    planned = policy.choose_workers(
-        fs,
+    inputs = policy.Inputs(
         cpus=policy.CpuInfo.current(),
         entries=PLAIN_GIT_ENTRIES,
-        nbytes=0,
         tuned=tuned,
         writer=policy.ExplicitWriter("git", "--git-config"),
         git_version=git.version,
+        ceilings=policy.ceiling_for({}, {}, tuned),
     )
+    planned = policy.choose_workers(fs, inputs)
     content = render(
         mount_point,
         planned.workers,

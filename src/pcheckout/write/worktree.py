@@ -94,9 +94,9 @@ def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
     plan = req.plan
     adapt = None
     max_threads = plan.workers
-    if plan.adapt:
-        adapt = controller.Controller(plan.workers, minimum=1, maximum=policy.MAX_WORKERS)
-        max_threads = policy.MAX_WORKERS
+    if plan.adapt:  # never above the mount's ceiling (policy.MAX_WORKERS without one)
+        adapt = controller.Controller(plan.workers, minimum=1, maximum=plan.ceiling)
+        max_threads = plan.ceiling
     opts = EngineOptions(
         root=root_b,
         workers=max_threads,
