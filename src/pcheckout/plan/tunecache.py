@@ -171,7 +171,7 @@ def _write_cache(entries: dict[str, dict[str, Any]], path: Path, section: str = 
                 os.unlink(tmp)
 
 
-def _with_ceiling(result: TuneResult) -> TuneResult:
+def with_ceiling(result: TuneResult) -> TuneResult:
     """Unless it has one, the ceiling is the highest count tune chose for either writer: the
     knee, or git's best count where git's writer was timed higher."""
     if result.ceiling is not None:
@@ -183,7 +183,7 @@ def _with_ceiling(result: TuneResult) -> TuneResult:
 def store(result: TuneResult) -> Path:
     """Record ``result`` for its mount (replacing an older one) with its ceiling
     (:func:`_with_ceiling`); returns the cache file."""
-    result = _with_ceiling(result)
+    result = with_ceiling(result)
     mounts = _read_cache()
     mounts[result.mount_key] = result.to_json()
     _write_cache(mounts, cache_path())
@@ -301,7 +301,7 @@ def store_shared(result: TuneResult, fs: FsInfo, shared: Path) -> str:
             os.fsencode(str(shared)),
             OSError(0, f"{fs.fstype} at {fs.mount_point} is not a network export"),
         )
-    result = _with_ceiling(result)
+    result = with_ceiling(result)
     exports = _read_cache(shared, "exports")
     exports[key] = result.to_json()
     _write_cache(exports, shared, "exports")

@@ -118,7 +118,9 @@ def measure(
     from pcheckout.tune import writers  # whole checkouts: only a measurement runs them
 
     compare = writers.comparer(request.measure, progress, note) if request.writers else None
-    result = run_tune(request.measure, fs=fs, progress=progress, writers=compare)
+    result = tunecache.with_ceiling(
+        run_tune(request.measure, fs=fs, progress=progress, writers=compare)
+    )
     if request.shared:
         tunecache.store_shared(result, fs, Path(request.shared))
     return result
