@@ -25,6 +25,8 @@ git dir written on local scratch space and copied to a latency-bound
 destination) and ``reporter``.
 """
 
+from typing import TYPE_CHECKING
+
 from pcheckout.clone.args import CloneArgs, parse_args
 from pcheckout.clone.dirname import destination, guess_dir_name
 from pcheckout.clone.reporter import CloneReporter
@@ -35,7 +37,9 @@ from pcheckout.clone.run import (
     run_git_clone,
     run_post_checkout,
 )
-from pcheckout.clone.submodules import SubmoduleResult, SubmoduleRun, update_submodules
+
+if TYPE_CHECKING:
+    from pcheckout.clone.submodules import SubmoduleResult, SubmoduleRun, update_submodules
 
 __all__ = [
     "CloneArgs",
@@ -52,3 +56,15 @@ __all__ = [
     "run_post_checkout",
     "update_submodules",
 ]
+
+#: Imported on first use (and by run.py where it clones submodules): a clone without
+#: --recurse-submodules runs none of their code.
+_SUBMODULES = frozenset({"SubmoduleResult", "SubmoduleRun", "update_submodules"})
+
+
+def __getattr__(name: str) -> object:
+    if name in _SUBMODULES:
+        from pcheckout.clone import submodules  # only a clone of submodules needs it
+
+        return getattr(submodules, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

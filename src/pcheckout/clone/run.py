@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pcheckout.checkout import checkout
 from pcheckout.clone.args import CloneArgs
@@ -17,10 +18,12 @@ from pcheckout.clone.dirname import destination
 from pcheckout.clone.reporter import CloneReporter
 from pcheckout.clone.stage import ENV as STAGE_ENV
 from pcheckout.clone.stage import move_git_dir, remove_partial_clone, scratch_dir, worth_staging
-from pcheckout.clone.submodules import SubmoduleResult, SubmoduleRun, update_submodules
 from pcheckout.errors import GitCloneError, HookError, Interrupted, UnknownRevisionError
 from pcheckout.git.runner import Git
 from pcheckout.options import CheckoutOptions, Result
+
+if TYPE_CHECKING:
+    from pcheckout.clone.submodules import SubmoduleResult
 
 
 @dataclass(frozen=True)
@@ -140,6 +143,8 @@ def _checkout_phase(result: CloneResult, opts: CloneOptions, dest: str, ui: Clon
     if result.checkout is not None:
         run_post_checkout(target, opts.environ, ui)
     if result.checkout is not None and args.recurse_submodules:
+        from pcheckout.clone.submodules import SubmoduleRun, update_submodules  # see __init__
+
         run = SubmoduleRun(args, opts.environ, ui, opts.workers)
         result.submodules = update_submodules(target, run)
 
