@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from pcheckout.context import Context, Reporter
 from pcheckout.errors import Interrupted
@@ -71,52 +72,15 @@ def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
     """Write ``req.entries`` under ``req.root`` in parallel; return per-entry stat data."""
     if req.resume and _overlaps(ctx, req):
         return _resume_overlapped(ctx, req)
-    entries = req.entries
-    root_b = os.fsencode(req.root)
-    skip = [False] * len(entries)
-    pre_stats: dict[int, bytes] = {}
-    kept = 0
-    overwrite = req.overwrite
-    conv = req.conversion
-    git = ctx.git
-    if req.journal is not None:
-        req.journal.positions = req.positions  # this request's entries -> the listing's
-    if req.resume:
-        kept = _keep_completed(ctx, req, root_b, skip, pre_stats)
-        overwrite = True
-    if req.contents:
-        _write_given(root_b, entries, req.contents, skip, pre_stats)
-    by_git = conv.by_git > 0
-    attr_source = req.tree if by_git and req.tree_attributes and git.has(GIT_ATTR_SOURCE) else None
-    if by_git and req.tree_attributes and attr_source is None:
-        _write_attributes_first(ctx, conv, entries, root_b, skip, pre_stats)
-
+    before = _before_writers(ctx, req)
     plan = req.plan
     adapt = None
-    max_threads = plan.workers
     if plan.adapt:  # never above the mount's ceiling (policy.MAX_WORKERS without one)
         adapt = controller.Controller(plan.workers, minimum=1, maximum=plan.ceiling)
-        max_threads = plan.ceiling
-    opts = EngineOptions(
-        root=root_b,
-        workers=max_threads,
-        initial_limit=plan.workers,
-        filters=by_git,
-        conversions=conv.per_entry if conv.any else None,
-        nul_requests=by_git and git.has(GIT_CATFILE_Z),
-        attr_source=attr_source,
-        symlinks=config_bool(ctx.config.get("core.symlinks"), True),
-        overwrite=overwrite,
-        journal=req.journal,
-    )
+    opts = _engine_options(ctx, req, before, adapt is not None)
     if req.journal is not None:
         req.journal.flush()  # what a resume kept: nothing buffered is copied into a fork
-    remaining = [i for i, s in enumerate(skip) if not s]
-    ui = ctx.ui
-
-    def start_ui() -> None:
-        ui.start(len(remaining), sum(max(entries[i].size, 0) for i in remaining), plan.workers)
-
+    remaining = [i for i, s in enumerate(before.skip) if not s]
     # the size first: available() may wait a moment for exiting threads
     if (
         plan.processes
@@ -124,25 +88,107 @@ def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
         and len(remaining) >= forked.MIN_ENTRIES
         and forked.available()
     ):
-        try:
-            outcome = forked.run(
-                git,
-                entries,
-                opts,
-                plan.workers,
-                spawn=ctx.spawn,
-                skip=skip,
-                report=ui.update,
-                forked=start_ui,
-            )
-        except KeyboardInterrupt:
-            raise Interrupted(2, RESUME_HINT) from None
-        finally:
-            ui.finish()
-        return _finish(outcome, pre_stats, kept, None)
+        outcome = _by_processes(ctx, req, opts, before.skip, remaining)
+        return _finish(outcome, before.pre_stats, before.kept, None)
+    outcome = _by_threads(ctx, req, opts, _Threads(before.skip, remaining, adapt))
+    return _finish(outcome, before.pre_stats, before.kept, adapt.summary() if adapt else None)
 
-    engine = Engine(git, entries, opts, spawn=ctx.spawn, skip=skip, prestarted=req.catfiles)
-    start_ui()
+
+class _Before(NamedTuple):
+    """What is done before the writers start: entries kept or written already."""
+
+    skip: list[bool]  # per entry: not the writers' (kept by a resume, or written here)
+    pre_stats: dict[int, bytes]  # their stat data
+    kept: int  # of them, entries a resume kept
+    overwrite: bool  # the writers replace what is in the way
+    attr_source: str | None  # the tree git's filters read attributes from (git >= 2.41)
+
+
+def _before_writers(ctx: Context, req: WriteRequest) -> _Before:
+    """A resume's proof of what it keeps, the entries whose bytes were given, and (git
+    < 2.41 with filters) the .gitattributes git's filters must find in the work tree."""
+    entries = req.entries
+    root_b = os.fsencode(req.root)
+    skip = [False] * len(entries)
+    pre_stats: dict[int, bytes] = {}
+    kept = 0
+    if req.journal is not None:
+        req.journal.positions = req.positions  # this request's entries -> the listing's
+    if req.resume:
+        kept = _keep_completed(ctx, req, root_b, skip, pre_stats)
+    if req.contents:
+        _write_given(root_b, entries, req.contents, skip, pre_stats)
+    conv = req.conversion
+    by_git = conv.by_git > 0 and req.tree_attributes
+    attr_source = req.tree if by_git and ctx.git.has(GIT_ATTR_SOURCE) else None
+    if by_git and attr_source is None:
+        _write_attributes_first(ctx, conv, entries, root_b, skip, pre_stats)
+    return _Before(skip, pre_stats, kept, req.overwrite or req.resume, attr_source)
+
+
+def _engine_options(ctx: Context, req: WriteRequest, before: _Before, adapt: bool) -> EngineOptions:
+    """The engine's options for ``req``: up to 64 threads where it adapts."""
+    conv, git, plan = req.conversion, ctx.git, req.plan
+    by_git = conv.by_git > 0
+    return EngineOptions(
+        root=os.fsencode(req.root),
+        workers=plan.ceiling if adapt else plan.workers,
+        initial_limit=plan.workers,
+        filters=by_git,
+        conversions=conv.per_entry if conv.any else None,
+        nul_requests=by_git and git.has(GIT_CATFILE_Z),
+        attr_source=before.attr_source,
+        symlinks=config_bool(ctx.config.get("core.symlinks"), True),
+        overwrite=before.overwrite,
+        journal=req.journal,
+    )
+
+
+def _start_ui(ui: Reporter, req: WriteRequest, remaining: list[int]) -> None:
+    """The progress display, for the entries the writers write."""
+    entries = req.entries
+    nbytes = sum(max(entries[i].size, 0) for i in remaining)
+    ui.start(len(remaining), nbytes, req.plan.workers)
+
+
+def _by_processes(
+    ctx: Context, req: WriteRequest, opts: EngineOptions, skip: list[bool], remaining: list[int]
+) -> Outcome:
+    """The engine in forked processes (``write/forked.py``)."""
+    ui = ctx.ui
+    try:
+        return forked.run(
+            ctx.git,
+            req.entries,
+            opts,
+            req.plan.workers,
+            spawn=ctx.spawn,
+            skip=skip,
+            report=ui.update,
+            forked=lambda: _start_ui(ui, req, remaining),
+        )
+    except KeyboardInterrupt:
+        raise Interrupted(2, RESUME_HINT) from None
+    finally:
+        ui.finish()
+
+
+class _Threads(NamedTuple):
+    """What the threaded engine is given besides its options."""
+
+    skip: list[bool]
+    remaining: list[int]  # the entries it writes
+    adapt: controller.Controller | None  # moves its limit, where it adapts
+
+
+def _by_threads(ctx: Context, req: WriteRequest, opts: EngineOptions, t: _Threads) -> Outcome:
+    """The engine in threads, its limit moved by the adaptive controller if there is one,
+    progress and the journal's flush on each tick."""
+    engine = Engine(
+        ctx.git, req.entries, opts, spawn=ctx.spawn, skip=t.skip, prestarted=req.catfiles
+    )
+    ui, adapt = ctx.ui, t.adapt
+    _start_ui(ui, req, t.remaining)
     interval = controller.INTERVAL_S if adapt is not None else 0.1
     last_t, last_files, last_bytes = time.monotonic(), 0, 0
 
@@ -159,12 +205,11 @@ def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
                 last_t, last_files, last_bytes = now, files, nbytes
 
     try:
-        outcome = engine.run(tick=tick, interval=min(0.1, interval))
+        return engine.run(tick=tick, interval=min(0.1, interval))
     except KeyboardInterrupt:
         raise Interrupted(2, RESUME_HINT) from None
     finally:
         ui.finish()
-    return _finish(outcome, pre_stats, kept, adapt.summary() if adapt else None)
 
 
 def _finish(
@@ -287,67 +332,35 @@ def _resume_overlapped(ctx: Context, req: WriteRequest) -> Outcome:
     start (~4 us each; beside the writers, in threads, 4,291 of them took 0.42 s), and
     the entries they do not prove go to the writers with the unrecorded ones."""
     entries = req.entries
-    prev = req.previous
-    assert prev is not None
     n = len(entries)
     root_b = os.fsencode(req.root)
+    proof = _Proof.of(req)
     raw = [c is None for c in req.conversion.per_entry]
-    todo = journal.candidates(prev, req.tree, raw, [False] * n, req.positions)
-    modes = [e.mode for e in entries]
-    sizes = [e.size for e in entries]
+    todo = journal.candidates(proof.previous, req.tree, raw, [False] * n, req.positions)
     # Answered from the kernel's caches (files written a moment ago), the lstats are
     # microseconds each: taken here before the writers start, with no thread beside
     # them; from the first slow chunk on they run beside the writers, in threads.
     paths = [entries[i].path for i in todo]
     quick = lstat_while_cached(root_b, paths)
     k = len(quick)
-    proven = journal.proven(prev, todo[:k], quick, modes, sizes, req.positions)
     stats: list[bytes | None] = [None] * n
-    by_index = dict(zip(todo, quick, strict=False))  # (the prefix answered)
-    for i in proven:
-        st = by_index[i]
-        assert st is not None
-        stats[i] = pack_stat(st)
+    proven = proof.prove(todo[:k], quick, stats)
     later = todo[k:]
     # first: all but what is kept already and what the prover has yet to answer
     first_too = [True] * n
-    for i in proven:
-        first_too[i] = False
-    for i in later:
+    for i in [*proven, *later]:
         first_too[i] = False
     first = [i for i in range(n) if first_too[i]]
-    found: list[list[os.stat_result | None]] = []
-    failed: list[BaseException] = []
-
-    def prove() -> None:
-        try:
-            later_paths = paths[k:]
-            found.append(lstat_many_or_none(root_b, later_paths, req.stat_threads,
-                                            cached_first=False))  # fmt: skip
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
-            failed.append(exc)
-
-    prover = threading.Thread(target=prove, name="pcheckout-prove", daemon=True)
-    if later:
-        prover.start()
-    ui = RoundReporter(ctx.ui, len(first), sum(max(entries[i].size, 0) for i in first),
-                       req.plan.workers)  # fmt: skip
+    prover = _Prover(root_b, paths[k:], req.stat_threads)
+    nbytes = sum(max(entries[i].size, 0) for i in first)
+    ui = RoundReporter(ctx.ui, len(first), nbytes, req.plan.workers)
     round_ctx = ctx._replace(ui=ui)
     outcomes: list[Outcome] = []
     try:
         _write_group(round_ctx, req, first, stats, outcomes)
         rest: list[int] = []
         if later:
-            prover.join()
-            if failed:
-                raise failed[0]
-            proven_later = journal.proven(prev, later, found[0], modes, sizes, req.positions)
-            by_index = dict(zip(later, found[0], strict=True))
-            for i in proven_later:
-                st = by_index[i]
-                assert st is not None
-                stats[i] = pack_stat(st)
-            proven += proven_later
+            proven += proof.prove(later, prover.result(), stats)
             # the recorded entries that changed since (rare): their progress counts beyond
             # the total shown at first, which did not know them yet
             rest = [i for i in later if stats[i] is None]
@@ -364,6 +377,64 @@ def _resume_overlapped(ctx: Context, req: WriteRequest) -> Outcome:
     out.files += len(proven)
     out.kept = len(proven)
     return out
+
+
+class _Proof(NamedTuple):
+    """What proves a recorded entry unchanged: the interrupted run's journal and what
+    the tree asks of each entry."""
+
+    previous: journal.Previous
+    modes: list[int]
+    sizes: list[int]
+    positions: Sequence[int] | None
+
+    @classmethod
+    def of(cls, req: WriteRequest) -> _Proof:
+        assert req.previous is not None
+        entries = req.entries
+        return cls(
+            req.previous, [e.mode for e in entries], [e.size for e in entries], req.positions
+        )
+
+    def prove(
+        self, todo: list[int], found: Sequence[os.stat_result | None], stats: list[bytes | None]
+    ) -> list[int]:
+        """Which of ``todo`` (their lstats ``found``) are exactly what was recorded; their
+        stat data goes into ``stats``."""
+        proven = journal.proven(self.previous, todo, found, self.modes, self.sizes, self.positions)
+        by_index = dict(zip(todo, found, strict=False))  # (found may be a prefix)
+        for i in proven:
+            st = by_index[i]
+            assert st is not None
+            stats[i] = pack_stat(st)
+        return proven
+
+
+class _Prover:
+    """The lstats of ``paths`` in a thread (in parallel where each is a round trip),
+    started at once if there are any."""
+
+    def __init__(self, root_b: bytes, paths: list[bytes], threads: int) -> None:
+        self._found: list[list[os.stat_result | None]] = []
+        self._failed: list[BaseException] = []
+        self._args = (root_b, paths, threads)
+        self._thread = threading.Thread(target=self._prove, name="pcheckout-prove", daemon=True)
+        if paths:
+            self._thread.start()
+
+    def _prove(self) -> None:
+        root_b, paths, threads = self._args
+        try:
+            self._found.append(lstat_many_or_none(root_b, paths, threads, cached_first=False))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            self._failed.append(exc)
+
+    def result(self) -> list[os.stat_result | None]:
+        """The lstats, once the thread is done (its error raised here)."""
+        self._thread.join()
+        if self._failed:
+            raise self._failed[0]
+        return self._found[0]
 
 
 def _write_group(
@@ -405,8 +476,7 @@ def _keep_completed(
     conversions = req.conversion.per_entry
     prev = req.previous
     if prev is None or prev.version != 2 or prev.tree != req.tree:
-        return _keep_verified(ctx, root_b, entries, skip, pre_stats, conversions,
-                              req.stat_threads)  # fmt: skip
+        return _keep_verified(ctx, req, root_b, skip, pre_stats)
     raw = [c is None for c in conversions]
     todo = journal.candidates(prev, req.tree, raw, skip, req.positions)
     stats = lstat_many_or_none(root_b, [entries[i].path for i in todo], req.stat_threads)
@@ -428,20 +498,15 @@ def _keep_completed(
 
 
 def _keep_verified(
-    ctx: Context,
-    root_b: bytes,
-    entries: Sequence[Entry],
-    skip: list[bool],
-    pre_stats: dict[int, bytes],
-    conversions: Sequence[convert.Conversion | None],
-    stat_threads: int,
+    ctx: Context, req: WriteRequest, root_b: bytes, skip: list[bool], pre_stats: dict[int, bytes]
 ) -> int:
     """Keep entries already written correctly (content hashes to the blob; a
     converted file is written again)."""
     hash_name = ctx.repo.object_format
+    entries, conversions = req.entries, req.conversion.per_entry
     kept = 0
     todo = [i for i in range(len(entries)) if not skip[i]]
-    stats = lstat_many_or_none(root_b, [entries[i].path for i in todo], stat_threads)
+    stats = lstat_many_or_none(root_b, [entries[i].path for i in todo], req.stat_threads)
     for i, st in zip(todo, stats, strict=True):
         if st is None:
             continue
