@@ -40,6 +40,7 @@ import importlib.util
 import itertools
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -729,6 +730,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--big-blob-mib", type=int, default=DEFAULT_BIG_BLOB_MIB)
     ap.add_argument("--fuse-cache-seconds", type=float, default=DEFAULT_FUSE_CACHE_SECONDS)
     ap.add_argument(
+        "--skip-rows", metavar="REGEX", help="leave out the fresh tables' rows whose name matches"
+    )
+    ap.add_argument(
         "--sshfs-options", default=None, help="more sshfs -o options (e.g. max_conns=4)"
     )
     ap.add_argument(
@@ -880,6 +884,8 @@ def main(argv: list[str] | None = None) -> int:
             }
             dests.append(d)
         fresh = lean_rows(a.worker_list) if a.lean else fresh_rows(a.worker_list, a.baseline)
+        if a.skip_rows:
+            fresh = [r for r in fresh if not re.search(a.skip_rows, r.name)]
         for d in dests:
             for src_repo in a.src_repo:
                 src, meta = existing_repo(src_repo)
