@@ -19,6 +19,8 @@ rounds:
   time the server needs for that work at full use (a lower bound: each request also costs
   its real operation);
 * **batch / floor** (issue target: <= 1.15) and **slowest / median** client (<= 1.2);
+* **server busy**: the time the slots were really held (latency, the operation, the reply)
+  over slots x batch: how much of the batch the server worked;
 * **requests per file**, everything the server saw (start-up included) / (N x entries).
 
 The first round of every row checks each client (``git status`` clean, HEAD right).  JSON
@@ -159,6 +161,8 @@ def one_batch(farm: Farm, row: Row, clients: int, check: bool) -> dict[str, Any]
         "requests": counted,
         "requests_total": requests,
         "floor_s": requests * farm.latency_ms / 1000 / farm.slots,
+        # what the slots were really held for (latency, operation, reply), per slot
+        "busy_s": counted.get("slot_busy_ns", 0) / 1e9 / farm.slots,
         "problem": problem,
     }
 
@@ -173,6 +177,7 @@ def summary(runs: list[dict[str, Any]], entries: int, clients: int) -> dict[str,
         "batch_s": _median([r["batch_s"] for r in ok]),
         "floor_s": _median([r["floor_s"] for r in ok]),
         "batch_vs_floor": _median([r["batch_s"] / r["floor_s"] for r in ok]),
+        "busy_vs_batch": _median([r["busy_s"] / r["batch_s"] for r in ok]),
         "slowest_vs_median": _median([r["client_s"][-1] / _median(r["client_s"]) for r in ok]),
         "client_median_s": _median([_median(r["client_s"]) for r in ok]),
         "requests_per_file": _median([r["requests_total"] / (entries * clients) for r in ok]),
@@ -189,14 +194,15 @@ def markdown(table: dict[str, Any]) -> str:
         f"{table['slots']} slots, {table['latency_ms']} ms per request; medians of "
         f"{table['rounds']} rounds*",
         "",
-        "| row | batch s | server floor s | batch ÷ floor | slowest ÷ median client | "
-        "median client s | requests/file | waited for a slot |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| row | batch s | server floor s | batch ÷ floor | server busy | slowest ÷ median "
+        "client | median client s | requests/file | waited for a slot |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, s in table["summary"].items():
         lines.append(
             f"| {name} | {s['batch_s']:.2f} | {s['floor_s']:.2f} | {s['batch_vs_floor']:.3f} | "
-            f"{s['slowest_vs_median']:.3f} | {s['client_median_s']:.2f} | "
+            f"{100 * s['busy_vs_batch']:.0f} % | {s['slowest_vs_median']:.3f} | "
+            f"{s['client_median_s']:.2f} | "
             f"{s['requests_per_file']:.2f} | {100 * s['slot_waits_per_request']:.0f} % |"
         )
     return "\n".join(lines) + "\n"

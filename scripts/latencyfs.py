@@ -241,7 +241,8 @@ STATS_OFFSET = 4096
 def read_stats(path: str | os.PathLike[str]) -> dict[str, int]:
     """The counters of a ``--stats`` file, by name: requests served per operation
     (``lookup``, ``create``, ``write_buf``, ...), ``slot_waits`` (requests that found
-    every server slot taken) and ``slot_wait_ns`` (their time waiting).  Read while
+    every server slot taken), ``slot_wait_ns`` (their time waiting) and ``slot_busy_ns``
+    (the time slots were held: latency, operation and reply).  Read while
     mounted or after; subtract two readings for what happened in between."""
     data = Path(path).read_bytes()
     names = data[:STATS_OFFSET].split(b"\0", 1)[0].decode().split()

@@ -288,9 +288,10 @@ def test_stats_count_requests_and_slot_waits(binary: Path, tmp_path: Path) -> No
     after = lfs.read_stats(stats)  # RELEASE is asynchronous: read once unmounted
     delta = {k: after[k] - before[k] for k in after if after[k] != before[k]}
     waits, waited = delta.pop("slot_waits"), delta.pop("slot_wait_ns")
+    assert delta.pop("slot_busy_ns") >= 27 * 5_000_000  # every request held the slot 5 ms
     assert delta == {"lookup": 7, "create": 5, "write_buf": 5, "flush": 5, "release": 5}
     assert waits >= 1 and waited >= 1_000_000 * waits  # a slot held 5 ms
-    assert lfs.requests(after) - lfs.requests(before) == 27
+    assert lfs.requests(after) - lfs.requests(before) == 27  # the slot counters aside
     with pytest.raises(lfs.LatencyFsError, match="not a latencyfs stats file"):
         lfs.read_stats(backing / "a")
 

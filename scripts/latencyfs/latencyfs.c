@@ -137,6 +137,8 @@ enum op {
 	/* requests that found every server slot taken, and the time they waited */
 	STAT_SLOT_WAITS,
 	STAT_SLOT_WAIT_NS,
+	/* with --max-inflight: the time slots were held (latency, operation, reply) */
+	STAT_SLOT_BUSY_NS,
 	STAT_COUNT
 };
 
@@ -144,7 +146,7 @@ static const char *const stat_names[STAT_COUNT] = {
 #define X(name) #name,
 	OPS(X)
 #undef X
-	"slot_waits", "slot_wait_ns",
+	"slot_waits", "slot_wait_ns", "slot_busy_ns",
 };
 
 static const char *stats_path;
@@ -340,6 +342,7 @@ static void inode_addref(struct inode *in)
 /* ---------------------------------------------------------------- latency */
 
 static __thread bool slack_set;
+static __thread uint64_t slot_taken_ns; /* when this thread's request took its slot */
 
 /* Take a server slot (if capped) and sleep the request's latency.  The clock
  * starts once the slot is held: a request queued for a busy server waits for a
@@ -357,6 +360,8 @@ static void begin(enum kind k, enum op op)
 		if (stats)
 			count(STAT_SLOT_WAIT_NS, now_ns() - t0);
 	}
+	if (cfg.max_inflight && stats)
+		slot_taken_ns = now_ns();
 	if (ns == 0)
 		return;
 	if (!slack_set) {
@@ -375,6 +380,8 @@ static void begin(enum kind k, enum op op)
 
 static void end(void)
 {
+	if (cfg.max_inflight && stats)
+		count(STAT_SLOT_BUSY_NS, now_ns() - slot_taken_ns);
 	if (cfg.max_inflight)
 		sem_post(slots);
 }
