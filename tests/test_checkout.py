@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from helpers import (
+    assert_index_matches_lstat,
     assert_same_as_git,
     clone_no_checkout,
     clone_with_git,
     git,
     make_repo,
+    snapshot,
+    write_tree_files,
 )
 
 from pcheckout.checkout import CheckoutOptions, checkout
-from pcheckout.errors import NotARepositoryError, UnknownRevisionError, WorktreeNotEmptyError
+from pcheckout.errors import NotARepositoryError, UnknownRevisionError, UntrackedInTheWayError
 
 pytestmark = pytest.mark.usefixtures("writer")
 
@@ -205,12 +209,44 @@ def test_errors(tmp_path: Path) -> None:
     ours = clone_no_checkout(src, tmp_path / "ours")
     with pytest.raises(UnknownRevisionError, match="no-such-rev"):
         _pcheckout(ours, rev="no-such-rev")
-    (ours / "stray").write_bytes(b"mine")
+    (ours / "f").write_bytes(b"mine")  # untracked, where the tree has a file: as git, refused
     (ours / ".git" / "index").unlink(missing_ok=True)
-    with pytest.raises(WorktreeNotEmptyError, match="stray"):
+    with pytest.raises(UntrackedInTheWayError, match="checkout: f;"):
         _pcheckout(ours)
-    assert (ours / "stray").read_bytes() == b"mine"
-    assert not (ours / "f").exists()
+    assert (ours / "f").read_bytes() == b"mine"
+    assert not (ours / ".git" / "index").exists()
+
+
+def test_a_fresh_checkout_keeps_untracked_files_as_git_does(tmp_path: Path) -> None:
+    # (a CI runner that restored node_modules/ or build/ from a cache, then checks out)
+    src = make_repo(tmp_path, {b"f": b"1\n", b"build/tracked": b"2\n", b"src/x": b"3\n"})
+    cache = {b"node_modules/m/index.js": b"js\n", b"build/out.o": b"o\n", b"notes": b"n\n"}
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    theirs = clone_no_checkout(src, tmp_path / "theirs")
+    for w in (ours, theirs):
+        write_tree_files(w, cache)
+    git(theirs, "checkout", "-q")
+    result = _pcheckout(ours)
+    assert result.files == 3  # type: ignore[attr-defined]
+    status = git(ours, "status", "--porcelain", "--untracked-files=all")
+    assert status == git(theirs, "status", "--porcelain", "--untracked-files=all")
+    assert b"?? node_modules/m/index.js" in status and b"?? build/out.o" in status
+    assert snapshot(ours) == snapshot(theirs)
+    assert_index_matches_lstat(ours)
+
+
+def test_a_fresh_checkout_refuses_untracked_files_in_the_way_as_git_does(tmp_path: Path) -> None:
+    src = make_repo(tmp_path, {b"f": b"1\n", b"d/g": b"2\n", b"e": b"3\n"})
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    theirs = clone_no_checkout(src, tmp_path / "theirs")
+    for w in (ours, theirs):
+        write_tree_files(w, {b"d": b"a file where a directory goes\n", b"keep": b"k\n"})
+    refused = subprocess.run(["git", "-C", str(theirs), "checkout", "-q"], capture_output=True)
+    assert refused.returncode != 0 and b"untracked working tree files" in refused.stderr
+    with pytest.raises(UntrackedInTheWayError, match="checkout: d;"):
+        _pcheckout(ours)
+    assert snapshot(ours) == snapshot(theirs)  # nothing written by either
+    assert not (ours / ".git" / "index").exists()
 
 
 def test_dry_run_writes_nothing(tmp_path: Path) -> None:
@@ -247,3 +283,29 @@ def test_empty_boolean_config_is_false_like_git(tmp_path: Path) -> None:
     _pcheckout(ours)
     assert not (ours / "l").is_symlink()
     assert_same_as_git(ours, theirs)
+
+
+def test_core_worktree_and_git_dir_environment_as_git_reads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = make_repo(tmp_path, {b"f": b"1\n", b"d/g": b"2\n"})
+    for name in ("ours", "theirs"):
+        git(tmp_path, "clone", "-q", "--bare", str(src), f"{name}.git")
+        (tmp_path / f"{name}-wt").mkdir()
+        git(tmp_path / f"{name}.git", "config", "core.bare", "false")
+        git(tmp_path / f"{name}.git", "config", "core.worktree", f"../{name}-wt")
+    git(tmp_path / "theirs.git", "checkout", "-q", "main")
+    _pcheckout(tmp_path / "ours.git", rev="main")
+    assert snapshot(tmp_path / "ours-wt") == snapshot(tmp_path / "theirs-wt")
+    assert git(tmp_path / "ours.git", "status", "--porcelain") == b""
+    # GIT_DIR and GIT_WORK_TREE, from a directory elsewhere
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    work = clone_no_checkout(src, tmp_path / "env")
+    monkeypatch.setenv("GIT_DIR", str(work / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(work))
+    _pcheckout(elsewhere)
+    monkeypatch.delenv("GIT_DIR")
+    monkeypatch.delenv("GIT_WORK_TREE")
+    assert_same_as_git(work, clone_with_git(src, tmp_path / "env-git"))
+    assert list(elsewhere.iterdir()) == []

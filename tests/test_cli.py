@@ -42,7 +42,7 @@ ERROR_CASES = [
     ("missing-directory", ["checkout", "-C", "{tmp}/missing"], 1, "no such directory"),
     ("not-a-repository", ["checkout", "-C", "{tmp}"], 1, "not a git repository"),
     ("unknown-revision", ["checkout", "-C", "{src}", "nope"], 1, "unknown revision 'nope'"),
-    ("occupied", ["checkout", "-C", "{occupied}"], 1, "not empty"),
+    ("occupied", ["checkout", "-C", "{occupied}"], 1, "untracked working tree files"),
     ("bad-workers", ["checkout", "--workers", "zero", "-C", "{src}"], 2, "workers"),
     ("unknown-command", ["frobnicate"], 2, "'frobnicate' is not a pcheckout command"),
     ("mistyped-command", ["chekout"], 2, "did you mean 'checkout'?"),
@@ -54,7 +54,7 @@ ERROR_CASES = [
 def _error_argv(tmp_path: Path, argv: list[str]) -> list[str]:
     src = make_repo(tmp_path, {b"f": b"x"})
     occupied = clone_no_checkout(src, tmp_path / "occupied")
-    (occupied / "stray").write_bytes(b"mine")
+    (occupied / "f").write_bytes(b"mine")  # untracked, where the tree has a file
     return [a.format(tmp=tmp_path, src=src, occupied=occupied) for a in argv]
 
 

@@ -8,7 +8,7 @@ import pytest
 from helpers import assert_same_as_git, clone_with_git, git, write_tree_files
 
 from pcheckout.checkout import CheckoutOptions, checkout
-from pcheckout.errors import DestinationError
+from pcheckout.errors import DestinationError, UnknownRevisionError
 
 pytestmark = pytest.mark.usefixtures("writer")
 
@@ -237,3 +237,44 @@ def test_crlf_clean_filter_is_applied_when_hashing(tmp_path: Path) -> None:
     git(theirs, "checkout", "-q", "main")
     checkout(CheckoutOptions(directory=ours, rev="main"))
     assert_same_as_git(ours, theirs)
+
+
+def _reflog_top(work: Path) -> bytes:
+    return git(work, "reflog", "-1", "--format=%gs")
+
+
+@pytest.mark.parametrize("rev", ["-", "@{-1}", "@{-2}"])
+def test_previous_checkouts_as_git_reads_them(tmp_path: Path, rev: str) -> None:
+    src = tmp_path / "src"
+    git(tmp_path, "init", "-q", "-b", "main", "src")
+    write_tree_files(src, V1)
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "v1")
+    git(src, "branch", "side")
+    write_tree_files(src, {b"change.txt": b"new\n"})
+    git(src, "commit", "-q", "-am", "v2")
+    pair = []
+    for name in ("theirs", "ours"):
+        w = clone_with_git(src, tmp_path / name)
+        git(w, "checkout", "-q", "side")
+        git(w, "checkout", "-q", "--detach", "main")
+        git(w, "checkout", "-q", "main")
+        pair.append(w)
+    theirs, ours = pair
+    git(theirs, "checkout", "-q", rev)
+    checkout(CheckoutOptions(ours, rev=rev))
+    assert_same_as_git(ours, theirs)
+    assert _reflog_top(ours) == _reflog_top(theirs)  # names the branch (or the commit)
+    head = ("symbolic-ref", "-q", "HEAD")
+    assert git(ours, *head, check=False) == git(theirs, *head, check=False)
+
+
+def test_no_previous_checkout(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    git(tmp_path, "init", "-q", "-b", "main", "src")
+    write_tree_files(src, {b"a": b"1\n"})
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "v1")
+    ours = clone_with_git(src, tmp_path / "ours")
+    with pytest.raises(UnknownRevisionError, match="invalid revision '-'"):
+        checkout(CheckoutOptions(ours, rev="-"))

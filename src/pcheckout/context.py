@@ -20,6 +20,7 @@ from pcheckout.git.runner import Git, Repo
 
 if TYPE_CHECKING:  # catfile (and its imports) only where a writer runs
     from pcheckout.git.catfile import Spawn
+    from pcheckout.options import Result
 
 T = TypeVar("T")
 A = TypeVar("A")
@@ -35,6 +36,10 @@ class Reporter(Protocol):
     def finish(self) -> None: ...
     def fetch(self, objects: int, total: int, nbytes: int) -> None:
         """Blobs a partial clone fetched so far (of ``total``), ``nbytes`` of packs."""
+
+    def moved(self, result: Result) -> None:
+        """The run is written and HEAD has moved (``result.head``), before any hook runs
+        (git says where HEAD went at that moment)."""
 
 
 class NullReporter:
@@ -53,6 +58,9 @@ class NullReporter:
         pass
 
     def fetch(self, objects: int, total: int, nbytes: int) -> None:
+        pass
+
+    def moved(self, result: Result) -> None:
         pass
 
 

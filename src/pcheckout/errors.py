@@ -8,7 +8,7 @@ that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
     ├── UsageError              bad command line (exit 2)
     ├── GitError                a git command failed / git missing or too old
     │   ├── GitCloneError       git clone failed (it said why; exit with its code)
-    │   ├── HookError           a hook run as git runs it (clone's post-checkout) failed
+    │   ├── HookError           a hook run as git runs it (post-checkout) failed
     │   ├── NotARepositoryError
     │   ├── UnknownRevisionError
     │   ├── CatFileError        a cat-file worker died, lied or was truncated
@@ -215,4 +215,9 @@ class GitCloneError(GitError):
 
 
 class HookError(GitError):
-    """A git hook pcheckout ran as git would (clone's post-checkout) failed."""
+    """A git hook pcheckout ran as git would (post-checkout) failed, after a complete
+    checkout: ``result`` is its report (a ``Result``), where there is one."""
+
+    def __init__(self, message: str, *, result: object = None) -> None:
+        super().__init__(message)
+        self.result = result

@@ -38,6 +38,8 @@ class CheckoutOptions:
     stat_threads: int | None = None  # a switch's lstat/unlink threads (None: the policy's)
     writer: str | None = None  # --writer: "pcheckout", "git", "auto"; None: not given
     processes: bool | None = None  # engine workers forked (True) or threads (False); None: plan
+    hooks: bool = True  # run git's post-checkout hook afterwards (--no-hooks: False)
+    clone: bool = False  # git clone's checkout: the hook's previous HEAD is the null id
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class Result:
     conversion_unknown: int = 0  # dry run: paths below a .gitattributes not fetched yet
     export_ignored: int = 0  # export: entries export-ignore leaves out
     export_subst: int = 0  # export: files whose $Format:...$ placeholders are expanded
+    hooks: list[str] = field(default_factory=list)  # git hooks run (a dry run: to run)
 
     def to_json(self) -> dict[str, object]:
         """The stable JSON report (docs/json.md)."""
@@ -129,6 +132,7 @@ class Result:
             "conversion_unknown": self.conversion_unknown,
             "export_ignored": self.export_ignored,
             "export_subst": self.export_subst,
+            "hooks": self.hooks,
             **_head_json(self.head),
         }
 

@@ -11,6 +11,7 @@ looked at (``git/lock.py``), and the destination is listed under it.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 import threading
@@ -22,7 +23,7 @@ from pcheckout.errors import DestinationError, GitError
 from pcheckout.fs.listing import occupants
 from pcheckout.git.config import read_config
 from pcheckout.git.lock import IndexLock
-from pcheckout.git.refs import Target, resolve_target
+from pcheckout.git.refs import Target, prior_checkout, resolve_target
 from pcheckout.git.runner import MIN_GIT, Git, discover, git_version
 from pcheckout.git.tree import Entry, RootedListing, list_rooted
 from pcheckout.options import CheckoutOptions
@@ -164,6 +165,8 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
     # supported one until it is known); their errors count in this order: no git, no
     # repository, then config and REV.
     git = Git(opts.directory, debug=ui.debug, version=(*MIN_GIT, 0))
+    if opts.rev == "-" or opts.rev.startswith("@{-"):  # one git process more, before round 1
+        opts = dataclasses.replace(opts, rev=prior_checkout(git, opts.rev))
     (version, repo), ((config, target), early) = both(
         lambda: both(lambda: git_version(git.exe), lambda: discover(git)),
         lambda: both(

@@ -31,6 +31,7 @@ def report(plan: Plan) -> Result:
         warnings=list(plan.warnings),
         export_ignored=c.export_ignored,
         export_subst=c.export_subst,
+        hooks=[h.name for h in plan.hooks],
     )
     if plan.conversion is not None:
         result.add_conversion(plan.conversion)

@@ -21,6 +21,8 @@ from pcheckout.apply.job import Job
 from pcheckout.apply.report import finish, report
 from pcheckout.context import Context
 from pcheckout.decide.plan import Plan
+from pcheckout.errors import HookError
+from pcheckout.git import hooks
 from pcheckout.git.refs import HeadOutcome, head_outcome, update_head
 from pcheckout.options import Result
 from pcheckout.session import IN_PROGRESS
@@ -52,7 +54,23 @@ def apply(
     with _journal(ctx, plan) as jr:
         written = writer.write(Job(ctx, plan, lock, jr, catfiles))
         head = _move_head(ctx, plan)
-    return finish(result, written, time.monotonic() - t0, head)
+    finish(result, written, time.monotonic() - t0, head)
+    if head is not None:
+        ctx.ui.moved(result)
+    _run_hooks(ctx, plan, result)
+    return result
+
+
+def _run_hooks(ctx: Context, plan: Plan, result: Result) -> None:
+    """The plan's hooks, once the index is in place and HEAD has moved, as git runs them;
+    one that fails makes the run fail, as git's checkout does, after a complete write."""
+    for hook in plan.hooks:
+        code = hooks.run(ctx.git, hook, ctx.environ, plan.root)
+        if code != 0:
+            raise HookError(
+                f"the {hook.name} hook exited with status {code}; the checkout is complete",
+                result=result,
+            )
 
 
 def _writer(plan: Plan) -> ModuleType:

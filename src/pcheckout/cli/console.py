@@ -13,9 +13,13 @@ import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import Console
     from rich.progress import Progress, TaskID
     from rich.text import Text
+
+    from pcheckout.options import Result
 
 #: The bar's width in cells, at most and at least (below the least, other fields go first).
 BAR_MAX = 40
@@ -139,6 +143,8 @@ class ConsoleReporter:
         self._fetch_task: TaskID | None = None
         self._last = 0.0
         self._lock = threading.Lock()
+        #: says where HEAD went (git's lines), once the run has moved it; None: nothing
+        self.on_moved: Callable[[Result], None] | None = None
 
     def _line(self, text: str) -> None:
         with self._lock:
@@ -178,6 +184,10 @@ class ConsoleReporter:
             return
         with self._lock:
             self._task = self._add("writing", files, "files", max(nbytes, 0))
+
+    def moved(self, result: Result) -> None:
+        if self.on_moved is not None:
+            self.on_moved(result)
 
     def fetch(self, objects: int, total: int, nbytes: int) -> None:
         """A partial clone's blobs arriving (objects of total, bytes of packs)."""

@@ -65,11 +65,20 @@ def _cmd_checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
         force=args.force,
         adapt=not args.no_adapt,
         writer=args.writer,
+        hooks=not args.no_hooks,
     )
-    result = checkout(opts, ui)
-    _report(args, result)
-    if result.head is not None and not (args.quiet or args.json):
+    reported: list[Result] = []
+
+    def moved(result: Result) -> None:  # the summary and git's lines, before any hook runs
+        _report(args, result)
+        reported.append(result)
         _say_head(Path(args.directory), result, args.rev)
+
+    if not (args.quiet or args.json):
+        ui.on_moved = moved
+    result = checkout(opts, ui)  # a failing hook raises after the report was printed
+    if not reported:
+        _report(args, result)
     return 0
 
 

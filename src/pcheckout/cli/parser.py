@@ -299,6 +299,12 @@ def _global(p: argparse.ArgumentParser, default: object) -> None:
     )
 
 
+NO_HOOKS_HELP = (
+    "run no git hook afterwards (git runs post-checkout; git's own way to run none: "
+    "git -c core.hooksPath=/dev/null)"
+)
+
+
 def _sub(sub: Any, cmd: Command, **kw: Any) -> ArgParser:
     parser: ArgParser = sub.add_parser(
         cmd.name,
@@ -376,6 +382,7 @@ def _add_checkout(sub: Any) -> None:
     _writing_options(c, workers, writer)
     force_help = "discard local changes to tracked files (untracked files are never removed)"
     _arg(c, "-f", "--force", action="store_true", help=force_help)
+    _arg(c, "--no-hooks", action="store_true", help=NO_HOOKS_HELP)
 
 
 def _writing_options(p: ArgParser, workers: Any, writer: Any) -> None:
@@ -425,7 +432,7 @@ def _add_clone(sub: Any) -> None:
         sub,
         CLONE,
         add_help=False,
-        usage=f"{PROG} clone [git clone options] [--workers N|auto] [--no-adapt]\n"
+        usage=f"{PROG} clone [git clone options] [--workers N|auto] [--no-adapt] [--no-hooks]\n"
         "                       [--json] [--debug] [--] URL [DIR]",
     )
     _arg(c, "url", metavar="URL", help="the repository to clone (as git clone takes it)")
@@ -433,6 +440,7 @@ def _add_clone(sub: Any) -> None:
     workers_help = "the checkout's worker count (default: auto, as for 'checkout')"
     _arg(c, "--workers", metavar="N|auto", help=workers_help, complete=("auto",))
     _arg(c, "--no-adapt", action="store_true", help="keep the planned worker count")
+    _arg(c, "--no-hooks", action="store_true", help=NO_HOOKS_HELP)
     json_help = "one JSON object on stdout; git's messages stay on stderr"
     _arg(c, "--json", action="store_true", help=json_help)
     _arg(c, "--debug", action="store_true", help="print each command run, and tracebacks")

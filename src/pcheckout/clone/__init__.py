@@ -35,7 +35,6 @@ from pcheckout.clone.run import (
     CloneResult,
     clone,
     run_git_clone,
-    run_post_checkout,
 )
 
 if TYPE_CHECKING:
@@ -53,7 +52,6 @@ __all__ = [
     "guess_dir_name",
     "parse_args",
     "run_git_clone",
-    "run_post_checkout",
     "update_submodules",
 ]
 

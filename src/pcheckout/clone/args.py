@@ -78,7 +78,7 @@ GIT_FLAG_SHORT = {
 #: pcheckout's own options of ``clone`` (never passed to git).  ``-j`` is not
 #: among them: in git clone ``-j`` is ``--jobs`` (submodules fetched at once).
 OWN_VALUE_LONG = frozenset({"workers"})
-OWN_FLAG_LONG = frozenset({"no-adapt", "json", "debug", "help"})
+OWN_FLAG_LONG = frozenset({"no-adapt", "no-hooks", "json", "debug", "help"})
 
 _ALL_LONG = GIT_VALUE_LONG | GIT_OPTIONAL_LONG | GIT_FLAG_LONG | OWN_VALUE_LONG | OWN_FLAG_LONG
 
@@ -112,6 +112,7 @@ class CloneArgs:
     git_options: list[str] = field(default_factory=list)  # verbatim, in order
     workers: str | None = None
     adapt: bool = True
+    hooks: bool = True  # --no-hooks: False
     json: bool = False
     debug: bool = False
     help: bool = False
@@ -202,6 +203,8 @@ class _Reader:
                 raise UsageError(f"clone: option '--{canon}' takes no value")
             if canon == "no-adapt":
                 args.adapt = negated
+            elif canon == "no-hooks":
+                args.hooks = negated
             else:
                 setattr(args, canon, not negated)
         elif canon in GIT_VALUE_LONG and not negated:

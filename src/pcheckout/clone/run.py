@@ -128,6 +128,8 @@ def _checkout_phase(result: CloneResult, opts: CloneOptions, dest: str, ui: Clon
         workers=opts.workers,
         adapt=args.adapt,
         environ=opts.environ,
+        hooks=args.hooks,
+        clone=True,  # git clone's post-checkout: the null id, HEAD, 1
     )
     hint = f"the clone is complete; run 'pcheckout checkout -C {dest}' to finish the checkout"
     try:
@@ -136,45 +138,20 @@ def _checkout_phase(result: CloneResult, opts: CloneOptions, dest: str, ui: Clon
         if _head_commit(target, opts.environ, ui) is not None:
             raise
         result.skipped = "empty"  # git warned: "You appear to have cloned an empty repository."
+    except HookError as exc:
+        result.checkout = exc.result if isinstance(exc.result, Result) else None
+        raise HookError(
+            str(exc).replace("the checkout is", "the clone and its checkout are"), result=result
+        ) from None
     except Interrupted as exc:
         raise Interrupted(exc.signum, hint) from None
     except KeyboardInterrupt:
         raise Interrupted(signal.SIGINT, hint) from None
-    if result.checkout is not None:
-        run_post_checkout(target, opts.environ, ui)
     if result.checkout is not None and args.recurse_submodules:
         from pcheckout.clone.submodules import SubmoduleRun, update_submodules  # see __init__
 
         run = SubmoduleRun(args, opts.environ, ui, opts.workers)
         result.submodules = update_submodules(target, run)
-
-
-#: ``git hook run`` came in git 2.36; before it the hook file is run directly.
-GIT_HOOK_RUN = (2, 36)
-
-
-def run_post_checkout(work: Path, environ: dict[str, str], ui: CloneReporter) -> None:
-    """git clone runs the post-checkout hook after its checkout (builtin/clone.c:
-    checkout(), arguments: the null id, HEAD, 1), before the submodules; a
-    failing hook makes git clone fail with exit 1 after a complete checkout."""
-    git = Git(work, debug=ui.debug, env=environ)
-    out = git.out("rev-parse", "--git-path", "hooks/post-checkout", "HEAD").decode()
-    hook, head = (out.splitlines() + ["", ""])[:2]
-    path = work / hook
-    if not (path.is_file() and os.access(path, os.X_OK)):
-        return
-    null = "0" * len(head)
-    if git.has(GIT_HOOK_RUN):
-        cmd = ["git", "hook", "run", "post-checkout", "--", null, head, "1"]
-    else:  # pragma: no cover - git < 2.36
-        cmd = [str(path), null, head, "1"]
-    ui.debug("running: " + " ".join(cmd))
-    proc = subprocess.run(cmd, cwd=work, env=environ, stdout=2, stdin=subprocess.DEVNULL)
-    if proc.returncode != 0:
-        raise HookError(
-            f"the post-checkout hook failed (exit {proc.returncode}); "
-            "the clone and its checkout are complete"
-        )
 
 
 def run_git_clone(

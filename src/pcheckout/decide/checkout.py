@@ -11,13 +11,14 @@ conversion (``git/attributes.py``).  Nothing is written: a partial clone's missi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from pcheckout.context import Context, both, concurrently
+from pcheckout.decide.hooks import after_checkout
 from pcheckout.decide.plan import Counts, HeadMove, Plan
 from pcheckout.decide.workers import asked, switch_workers
-from pcheckout.errors import WorktreeNotEmptyError, quote_paths
 from pcheckout.git.config import config_bool
 from pcheckout.git.pathsafety import check_entries
 from pcheckout.git.promisor import local_objects, promisor_remotes
@@ -26,6 +27,7 @@ from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
 from pcheckout.session import Patterns, Run
 
 if TYPE_CHECKING:
+    from pcheckout.fs.detect import FsInfo
     from pcheckout.git import convert
     from pcheckout.git.sparse import Sparsity
     from pcheckout.write.partial import Selection
@@ -129,10 +131,6 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
     from pcheckout.plan.planner import plan_for  # (imported beside round 1: session.Ahead)
 
     ctx, found, root, entries = run.ctx, run.found, run.root, listing.entries
-    if found.occupied and not found.resume:
-        raise WorktreeNotEmptyError(
-            f"working tree {root} is not empty and has no index: " + quote_paths(found.occupied)
-        )
     sel = _select(ctx, entries, listing.have, listing.sparsity)
     wanted = range(len(entries)) if sel is None else sel.wanted
     # Sizes are listed for a dry run only (ls-tree -l reads every blob's header): otherwise
@@ -141,6 +139,8 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
     fs, workers = plan_for(
         root, asked(run), entries=len(wanted), nbytes=nbytes, fs=run.ahead.finish(root)
     )
+    if found.occupied and not found.resume:
+        _refuse_untracked(run, entries, wanted, _Where(fs, workers.workers))
     if planned is not None:
         planned(workers, sel)
     conversion = plan_conversion(run, entries, sel, workers)
@@ -164,7 +164,31 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
         warnings=sel.warnings if sel is not None else (),
         previous=found.previous if found.resume else None,
         commit=run.target.commit,
+        hooks=after_checkout(run),
     )
+
+
+class _Where(NamedTuple):
+    """The destination's filesystem and the writers planned for it."""
+
+    fs: FsInfo
+    workers: int
+
+
+def _refuse_untracked(run: Run, entries: list[Entry], wanted: Sequence[int], where: _Where) -> None:
+    """A fresh checkout into a work tree that holds files already (no index: a CI cache
+    restored before the checkout, say) keeps them and writes the tree, as git does, unless
+    one is in the way of what it writes: then it refuses, as git does, and writes nothing
+    (git's ``--force`` would overwrite them; pcheckout never does)."""
+    from pcheckout.decide.worktree import Look, refuse_untracked_in_the_way, stat_threads
+
+    ctx = run.ctx
+    threads = stat_threads(where.fs, where.workers, run.opts.stat_threads)
+    repo = ctx.repo
+    look = Look(ctx.git, os.fsencode(run.root), repo.index_path, repo.object_format, threads)
+    paths = [entries[i].path for i in wanted]
+    target = {e.path: e for e in entries}
+    refuse_untracked_in_the_way(look, paths, (), (), target)
 
 
 def _select(

@@ -11,6 +11,7 @@ from what changes.  A tree of 40k entries is then not parsed entry by entry (~60
 from __future__ import annotations
 
 from pcheckout.context import both
+from pcheckout.decide.hooks import after_checkout
 from pcheckout.decide.plan import Counts, HeadMove, Plan
 from pcheckout.decide.workers import switch_workers
 from pcheckout.fs.detect import FsInfo
@@ -40,6 +41,7 @@ def decide(run: Run, fs: FsInfo) -> Plan:
         ),
         commit=run.target.commit,
         changes=changes,
+        hooks=after_checkout(run),
     )
 
 

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # types only: nothing here runs them
     from pcheckout.fs.detect import FsInfo
     from pcheckout.git.attributes import TreeAttributes
     from pcheckout.git.convert import ConversionPlan
+    from pcheckout.git.hooks import Hook
     from pcheckout.git.refs import Target
     from pcheckout.git.tree import Entry, TreeChanges
     from pcheckout.plan.policy import WorkerPlan
@@ -91,6 +92,7 @@ class Plan(NamedTuple):
     #: a switch's parallel deletes: the least paths worth a thread
     min_share: int = 1
     export: Export | None = None
+    hooks: tuple[Hook, ...] = ()  # run once the plan is carried out, in this order
 
     @property
     def mode(self) -> Literal["checkout", "resume", "switch", "export"]:

@@ -19,6 +19,7 @@ import os
 from collections.abc import Mapping
 from typing import NamedTuple
 
+from pcheckout.decide.hooks import after_checkout
 from pcheckout.decide.merge import (
     Cone,
     Merge,
@@ -186,6 +187,7 @@ def _plan(
         commit=run.target.commit,
         tree_entries=facts.entries,
         min_share=facts.min_share,
+        hooks=after_checkout(run),
     )
 
 

@@ -60,6 +60,28 @@ def is_local_branch(git: Git, name: str) -> bool:
     return proc.returncode == 0
 
 
+_PRIOR = re.compile(r"@\{-([0-9]+)\}")
+
+
+def prior_checkout(git: Git, rev: str) -> str:
+    """What ``git checkout REV`` reads ``-`` and ``@{-N}`` as (sha1-name.c
+    ``interpret_nth_prior_checkout``): the branch the Nth checkout before this one left
+    (so it is checked out attached, and the reflog names it), or the commit it left when
+    HEAD was detached.  Any other REV is returned as it is."""
+    asked = rev
+    if rev == "-":
+        rev = "@{-1}"
+    if _PRIOR.fullmatch(rev) is None:
+        return rev
+    proc = git.run("rev-parse", "--symbolic-full-name", rev, ok_codes=(0, 128))
+    name = decode(proc.stdout.strip())
+    if proc.returncode != 0:
+        raise UnknownRevisionError(f"invalid revision '{asked}': no such earlier checkout")
+    if name.startswith("refs/heads/"):
+        return name.removeprefix("refs/heads/")
+    return resolve(git, rev, "commit")
+
+
 class Target(NamedTuple):
     """Where ``git checkout REV`` goes."""
 

@@ -179,7 +179,10 @@ def discover(git: Git) -> Repo:
     bare = lines[2] == "true"
     fmt = lines[3] or "sha1"
     index_path = (git.cwd / lines[4]).resolve()
+    # Outside its work tree (core.worktree, GIT_WORK_TREE) git prints the top as an absolute
+    # path; inside the git dir of a repository with none it prints nothing.
+    cdup = lines[6] if len(lines) > 6 else ""
     work_tree: Path | None = None
-    if not bare and lines[5] == "true":
-        work_tree = (git.cwd / lines[6]).resolve() if len(lines) > 6 else git.cwd.resolve()
+    if not bare and (lines[5] == "true" or os.path.isabs(cdup)):
+        work_tree = (git.cwd / cdup).resolve()
     return Repo(git_dir, common, work_tree, index_path, fmt)

@@ -35,6 +35,7 @@ from pcheckout.git.config import config_bool
 from pcheckout.git.objects import blob_oid, file_blob_oid
 from pcheckout.git.runner import GIT_ATTR_SOURCE, GIT_CATFILE_Z
 from pcheckout.git.tree import MODE_EXEC, MODE_GITLINK, MODE_SYMLINK, Entry
+from pcheckout.options import Result
 from pcheckout.plan import controller, policy
 from pcheckout.write import forked, journal
 from pcheckout.write.engine import Engine, EngineOptions, Outcome
@@ -562,6 +563,9 @@ class RoundReporter:
 
     def fetch(self, objects: int, total: int, nbytes: int) -> None:
         self.ui.fetch(objects, total, nbytes)
+
+    def moved(self, result: Result) -> None:
+        self.ui.moved(result)
 
     def done(self) -> None:
         if self.started:
