@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Literal, NamedTuple
 
+#: What a filesystem is, for writing a checkout (the rows of docs/filesystems.md).
 Kind = Literal[
     "nfs", "smb", "network", "fuse", "tmpfs", "ssd", "hdd", "virtual", "overlay", "unknown"
-]  # fmt: skip
+]
 
 # --- statfs f_type magic numbers: linux/magic.h, coreutils stat.c, systemd missing_magic.h, ---
 # --- Open MPI / ROMIO ---------------------------------------------------------------------------
@@ -59,35 +60,39 @@ F_TYPE_NAMES: dict[int, str] = {
 }
 
 # --- fstype families ---------------------------------------------------------------------------
+
+
+def _names(table: str) -> frozenset[str]:
+    """The names of a table written as words (one long list stays readable)."""
+    return frozenset(table.split())
+
+
 _NFS = frozenset({"nfs", "nfs4"})
 _SMB = frozenset({"cifs", "smb3", "smb2", "smbfs", "smb"})
 #: Other network/cluster filesystems: systemd fstype_is_network, gnulib's remote list, coreutils'
 #: remote magics, plus FUSE clients of remote stores (sshfs, glusterfs, ...).
-_NETWORK = frozenset(
-    {
-        "ceph", "ceph-fuse", "lustre", "gpfs", "beegfs", "fhgfs", "glusterfs", "9p", "afs",
-        "openafs", "auristorfs", "coda", "ocfs2", "gfs", "gfs2", "orangefs", "pvfs2", "panfs",
-        "ncp", "ncpfs", "davfs", "sshfs", "rclone", "s3fs", "gcsfuse", "juicefs", "virtiofs",
-        "moosefs", "mfs", "lizardfs", "cvmfs", "snfs", "vxfs", "ibrix", "acfs",
-    }
-)  # fmt: skip
+_NETWORK = _names(
+    """
+        ceph ceph-fuse lustre gpfs beegfs fhgfs glusterfs 9p afs openafs auristorfs coda
+        ocfs2 gfs gfs2 orangefs pvfs2 panfs ncp ncpfs davfs sshfs rclone s3fs gcsfuse
+        juicefs virtiofs moosefs mfs lizardfs cvmfs snfs vxfs ibrix acfs
+    """
+)
 _TMPFS = frozenset({"tmpfs", "ramfs", "hugetlbfs", "devtmpfs"})
 #: Filesystems that live on a block device (so the disk's media decides).
-_BLOCK = frozenset(
-    {
-        "ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "bcachefs", "vfat", "msdos", "exfat",
-        "ntfs", "ntfs3", "jfs", "reiserfs", "nilfs2", "hfsplus", "udf", "iso9660", "squashfs",
-        "erofs", "zfs",
-    }
-)  # fmt: skip
+_BLOCK = _names(
+    """
+        ext2 ext3 ext4 xfs btrfs f2fs bcachefs vfat msdos exfat ntfs ntfs3 jfs reiserfs
+        nilfs2 hfsplus udf iso9660 squashfs erofs zfs
+    """
+)
 #: Kernel API filesystems: never a checkout target.
-_PSEUDO = frozenset(
-    {
-        "proc", "sysfs", "cgroup", "cgroup2", "devpts", "debugfs", "tracefs", "securityfs",
-        "pstore", "bpf", "mqueue", "configfs", "fusectl", "binfmt_misc", "efivarfs",
-        "selinuxfs", "nsfs", "rpc_pipefs", "nfsd",
-    }
-)  # fmt: skip
+_PSEUDO = _names(
+    """
+        proc sysfs cgroup cgroup2 devpts debugfs tracefs securityfs pstore bpf mqueue
+        configfs fusectl binfmt_misc efivarfs selinuxfs nsfs rpc_pipefs nfsd
+    """
+)
 #: Disk name prefixes whose rotational flag says nothing about the media (docs/filesystems.md,
 #: the ``virtual`` row: the dev VM's virtio disk reports rotational=1).
 _VIRTUAL_DISK_PREFIXES = ("vd", "xvd", "nbd", "rbd")
@@ -98,19 +103,17 @@ _OTHER_NETWORK = frozenset({"afpfs", "webdav"})
 #: Options that shape parallel-write throughput (nfs(5), mount.cifs(8), overlay's upperdir);
 #: they go into the per-mount cache key.  Addresses, ports, uuids and the like are left out on
 #: purpose.
-KEY_OPTIONS = frozenset(
-    {
-        "vers", "nfsvers", "minorversion", "proto", "nconnect", "max_connect", "rsize", "wsize",
-        "sync", "async", "dirsync", "noac", "actimeo", "acregmin", "acregmax", "acdirmin",
-        "acdirmax", "lookupcache", "cto", "nocto", "hard", "soft", "softerr", "local_lock",
-        "write", "cache", "wsync", "nowsync", "upperdir", "ro",
-    }
-)  # fmt: skip
+KEY_OPTIONS = _names(
+    """
+        vers nfsvers minorversion proto nconnect max_connect rsize wsize sync async dirsync
+        noac actimeo acregmin acregmax acdirmin acdirmax lookupcache cto nocto hard soft
+        softerr local_lock write cache wsync nowsync upperdir ro
+    """
+)
 #: NFS options worth naming in a note (the subset of nfs(5) that changes how writes overlap).
-_NFS_NOTE_OPTIONS = (
-    "nconnect", "max_connect", "rsize", "wsize", "proto", "lookupcache", "actimeo", "sync",
-    "noac", "nocto", "soft", "hard",
-)  # fmt: skip
+_NFS_NOTE_OPTIONS = _names(
+    "nconnect max_connect rsize wsize proto lookupcache actimeo sync noac nocto soft hard"
+)
 
 
 class Device(NamedTuple):
@@ -245,24 +248,20 @@ def classify_block(
     a table captured elsewhere (:func:`devices_by_name`).
     """
     if family(fstype) == "zfs":
-        return Classified(
-            "virtual",
-            devices,
-            (f"zfs dataset {source!r}: the pool's disks are not resolved (needs zpool); "
-             "treated as a virtual disk.",),
-        )  # fmt: skip
+        note = (
+            f"zfs dataset {source!r}: the pool's disks are not resolved (needs zpool); "
+            "treated as a virtual disk."
+        )
+        return Classified("virtual", devices, (note,))
     if not devices:
         why = (
             "the block device could not be resolved through /sys"
             if looked
             else "the block device was not examined (mount table from elsewhere)"
         )
-        return Classified(
-            "unknown" if not looked else "virtual",
-            devices,
-            (f"{fstype} on {source or 'an unnamed device'}: {why}"
-             + ("; treated as a virtual disk." if looked else "."),),
-        )  # fmt: skip
+        note = f"{fstype} on {source or 'an unnamed device'}: {why}"
+        note += "; treated as a virtual disk." if looked else "."
+        return Classified("virtual" if looked else "unknown", devices, (note,))
     names = ", ".join(d.name for d in devices)
     if any(d.rotational and not d.virtual for d in devices):
         return Classified("hdd", devices, (f"{fstype} on {names}: rotational disk.",))
@@ -305,24 +304,32 @@ def fstype_notes(fstype: str, source: str, options: Mapping[str, str | None]) ->
         return [f"SMB/CIFS share {source}" + (f", dialect {dialect}." if dialect else ".")]
     if kind == "network":
         if fam == "virtiofs":
-            return ["virtiofs is a host directory shared into this VM over the FUSE protocol; "
-                    "treated as a network filesystem (an inference)."]  # fmt: skip
+            return [
+                "virtiofs is a host directory shared into this VM over the FUSE protocol; "
+                "treated as a network filesystem (an inference)."
+            ]
         if fam == "sshfs":
             return [f"{fstype} is an SFTP client ({source}): {SSHFS_NOTE}"]
         return [f"{fstype} is a network or cluster filesystem ({source})."]
     if kind == "fuse":
         if fstype.startswith("fuseblk"):
-            return [f"{fstype} is a FUSE daemon over a block device ({source}); "
-                    "the daemon, not the disk, sets the pace."]  # fmt: skip
-        return [f"{fstype} is served by a FUSE daemon ({source or 'no source'}); "
-                "every call crosses to user space."]  # fmt: skip
+            return [
+                f"{fstype} is a FUSE daemon over a block device ({source}); "
+                "the daemon, not the disk, sets the pace."
+            ]
+        return [
+            f"{fstype} is served by a FUSE daemon ({source or 'no source'}); "
+            "every call crosses to user space."
+        ]
     if kind == "tmpfs":
         return [f"{fstype} keeps files in RAM: writing is CPU-bound."]
     if kind == "overlay":
         return ["overlay: reads may come from lower layers, writes go to the upper layer."]
     if fam == "autofs":
-        return ["An automount point that has not been mounted; detection does not trigger "
-                "automounts, so the filesystem that would appear here is unknown."]  # fmt: skip
+        return [
+            "An automount point that has not been mounted; detection does not trigger "
+            "automounts, so the filesystem that would appear here is unknown."
+        ]
     if fam in _PSEUDO:
         return [f"{fstype} is a kernel pseudo-filesystem, not a place for a checkout."]
     return [f"{fstype} is not a filesystem type pcheckout knows."]
@@ -339,8 +346,10 @@ def cross_check_notes(fstype: str, f_type: int) -> list[str]:
         return []
     if by_type == "network" and by_magic == "fuse":
         return []  # fuse.sshfs & co.: the magic cannot name the daemon
-    return [f"statfs says {magic_name} (f_type 0x{f_type:x}) but the mount table says "
-            f"{fstype}; the mount table was used."]  # fmt: skip
+    return [
+        f"statfs says {magic_name} (f_type 0x{f_type:x}) but the mount table says "
+        f"{fstype}; the mount table was used."
+    ]
 
 
 #: sshfs's traits that shape a checkout, as measured with sshfs 3.7.3 on libfuse 3.14
