@@ -66,9 +66,8 @@ def test_classify_fixture(
 ) -> None:
     table = FIXTURES / ("nfs3.txt" if fixture == "proc" else fixture)
     info = detect(path, mountinfo=table)
-    assert (info.kind, info.nfs_version, info.fstype, info.latency_bound) == (
-        kind, version, fstype, latency,
-    )  # fmt: skip
+    got = (info.kind, info.nfs_version, info.fstype, info.latency_bound)
+    assert got == (kind, version, fstype, latency)
     assert info.path == path and info.probed_path == path
     assert info.f_type is None  # nothing local was examined
     assert any("mount table" in n for n in info.notes)
@@ -134,9 +133,9 @@ def test_mount_key_ignores_addresses_but_not_versions() -> None:
 def test_to_json_has_the_documented_keys() -> None:
     info = detect("/mnt/build", mountinfo=FIXTURES / "nfs3.txt")
     data = json.loads(json.dumps(info.to_json()))
-    for key in ("path", "probed_path", "mount_point", "mount_id", "fstype", "source", "options",
-                "kind", "upper_kind", "nfs_version", "f_type", "devices", "latency_bound",
-                "notes", "mount_key"):  # fmt: skip
+    keys = """path probed_path mount_point mount_id fstype source options kind upper_kind
+        nfs_version f_type devices latency_bound notes mount_key"""
+    for key in keys.split():
         assert key in data
     assert data["kind"] == "nfs" and data["nfs_version"] == "3"
     assert data["options"]["nconnect"] == "4"
@@ -439,10 +438,8 @@ def test_overlay_with_tmpfs_upper(mounts: Mounts, tmp_path: Path) -> None:
     t = mounts.mount("-t", "tmpfs", "-o", "size=1m", "pc-upper", str(tmp_path / "t"))
     for d in ("lower", "upper", "work"):
         (t / d).mkdir()
-    m = mounts.mount(
-        "-t", "overlay", "-o",
-        f"lowerdir={t}/lower,upperdir={t}/upper,workdir={t}/work", "pc-ovl", str(tmp_path / "m"),
-    )  # fmt: skip
+    layers = f"lowerdir={t}/lower,upperdir={t}/upper,workdir={t}/work"
+    m = mounts.mount("-t", "overlay", "-o", layers, "pc-ovl", str(tmp_path / "m"))
     info = detect(m / "x")
     assert (info.kind, info.upper_kind, info.latency_bound) == ("overlay", "tmpfs", False)
     assert info.f_type == 0x794C7630
@@ -458,8 +455,8 @@ def test_loop_device_filesystem(mounts: Mounts, tmp_path: Path, mkfs: str) -> No
     img = tmp_path / "disk.img"
     with open(img, "wb") as f:
         f.truncate(128 * 1024 * 1024)  # xfs and btrfs refuse much smaller images
-    res = subprocess.run([tool, "-q", "-F" if mkfs == "mkfs.ext4" else "-f", str(img)],
-                         capture_output=True, text=True)  # fmt: skip
+    force = "-F" if mkfs == "mkfs.ext4" else "-f"
+    res = subprocess.run([tool, "-q", force, str(img)], capture_output=True, text=True)
     if res.returncode != 0:
         pytest.skip(f"{mkfs} failed: {res.stderr.strip()[:200]}")
     loop = subprocess.run(["losetup", "--find", "--show", str(img)], capture_output=True, text=True)

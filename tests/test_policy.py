@@ -36,11 +36,21 @@ def fs(
     options: dict[str, str | None] | None = None,
 ) -> FsInfo:
     return FsInfo(
-        path="/w", probed_path="/w", mount_point="/", mount_id=1, fstype=fstype,
-        source="srv:/x", options=options or {}, kind=kind, upper_kind=upper_kind,
-        nfs_version=nfs_version, f_type=None, devices=(Device("vda", True, True),),
-        latency_bound=None, notes=(),
-    )  # fmt: skip
+        path="/w",
+        probed_path="/w",
+        mount_point="/",
+        mount_id=1,
+        fstype=fstype,
+        source="srv:/x",
+        options=options or {},
+        kind=kind,
+        upper_kind=upper_kind,
+        nfs_version=nfs_version,
+        f_type=None,
+        devices=(Device("vda", True, True),),
+        latency_bound=None,
+        notes=(),
+    )
 
 
 def plan(
@@ -116,6 +126,15 @@ def test_unknown_and_missing_filesystem_use_cpu_count() -> None:
 def test_network_and_fuse_are_parallel() -> None:
     assert plan(fs("network", fstype="lustre")).workers == 16
     assert plan(fs("fuse", fstype="fuse.bindfs")).workers == 32
+
+
+def test_sshfs_gets_a_few_more_workers_than_its_ten_requests_in_flight() -> None:
+    more_connections: dict[str, str | None] = {"max_conns": "4"}  # still 10 FUSE threads
+    for options in ({}, more_connections):
+        p = plan(fs("network", fstype="fuse.sshfs", options=options), entries=4_000)
+        assert (p.workers, p.source, p.writer) == (16, "policy", "pcheckout")
+        assert "at most 10 requests at a time" in p.reason
+    assert "sshfs" not in plan(fs("network", fstype="fuse.glusterfs")).reason
 
 
 # --- thresholds and caps -----------------------------------------------------------------------

@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from pcheckout.errors import UsageError
+from pcheckout.fs.kinds import family
 from pcheckout.plan.cpus import CPU_BOUND_CAP as CPU_BOUND_CAP  # (re-exported)
 from pcheckout.plan.cpus import CpuInfo as CpuInfo
 
@@ -71,9 +72,16 @@ NFS_UNKNOWN_WORKERS = 8
 #: SMB/CIFS: latency-bound like NFS (open/create is a round trip, seed 002's argument), but no
 #: measurement yet; a guess, the same middle value as NFS of unknown version.
 SMB_WORKERS = 8
-#: Ceph, Lustre, GPFS, glusterfs, sshfs, 9p ...: latency-bound (seed 002); no measurement; a
+#: Ceph, Lustre, GPFS, glusterfs, 9p ...: latency-bound (seed 002); no measurement; a
 #: guess equal to the NFS knee, as these are built for many clients in flight.
 NETWORK_WORKERS = 16
+#: sshfs: at most 10 requests in flight, whatever the number of writers (sshfs 3.7 on libfuse
+#: 3.12 or later runs 10 FUSE threads; docs/filesystems.md, *sshfs*), so more writers than that
+#: only queue in the kernel.  A few more than 10 keep every thread busy while a writer is
+#: between files.  Measured through scripts/sshfsmount.py (docs/benchmarks.md, *sshfs*): a
+#: git.git-shaped checkout was fastest at 16 workers at 0.5 and 1 ms of round trip, 32 within
+#: 3%, 64 and 8 slower; ``max_conns`` (more SFTP connections) did not raise the ceiling.
+SSHFS_WORKERS = 16
 #: FUSE: every create, write and close is a round trip to the daemon.  Measured on
 #: scripts/latencyfs (docs/benchmarks.md, 2000 files): the best fixed counts were 32 and 64 at
 #: 0.5 ms and 1 ms per request, 8 workers were 1.4-1.6x slower.  A single-threaded daemon
@@ -147,6 +155,18 @@ class Tuned(NamedTuple):
     probe_files: int = 0  # entries of that probe checkout
     ceiling: int | None = None  # no count above this on that mount (tune's knee, or an admin's)
     where: str = "for this mount"  # where the result was found: shown by --dry-run and detect
+    file: str = ""  # the file it was read from (the user's cache, or the shared file)
+
+    def to_json(self) -> dict[str, object]:
+        """``detect --json``'s and the checkout's ``tuned`` (docs/json.md)."""
+        return {
+            "workers": self.workers,
+            "ceiling": self.ceiling,
+            "measured_on": self.measured_on,
+            "writer": self.writer,
+            "where": self.where,
+            "file": self.file,
+        }
 
 
 class Ceiling(NamedTuple):
@@ -184,6 +204,8 @@ class WorkerPlan(NamedTuple):
     writer_reason: str = "pcheckout's engine"  # one line: why that writer
     writer_source: Source = "policy"
     ceiling: int = MAX_WORKERS  # the adaptive controller goes no higher
+    cpus: CpuInfo | None = None  # the CPUs weighed (and the limit that set them)
+    tuned: Tuned | None = None  # the stored tune result found for the mount, applied or not
 
 
 def _parse_count(value: str, where: str) -> int | None:
@@ -366,6 +388,11 @@ def _by_kind(
             f"SMB is latency-bound: {SMB_WORKERS} workers (a guess; seed 002: threads beyond "
             "CPUs pay off when open() waits on a server)"
         )
+    if kind == "network" and family(fs.fstype) == "sshfs":
+        return SSHFS_WORKERS, (
+            f"sshfs serves at most 10 requests at a time: {SSHFS_WORKERS} workers keep them all "
+            "busy (measured: more only queue)"
+        )
     if kind == "network":
         return NETWORK_WORKERS, (
             f"{fs.fstype} is a network filesystem: {NETWORK_WORKERS} workers (a guess after "
@@ -412,6 +439,10 @@ def choose_workers(fs: FsInfo | None, inputs: Inputs) -> WorkerPlan:
     threads whatever the filesystem and the CPUs (one worker is never forked).  A ceiling
     caps every count but ``--workers``, the adaptive controller's included.
     """
+    return _plan(fs, inputs)._replace(cpus=inputs.cpus, tuned=inputs.tuned)
+
+
+def _plan(fs: FsInfo | None, inputs: Inputs) -> WorkerPlan:
     cpus, entries = inputs.cpus, inputs.entries
     chosen, why, source = _choose_writer(fs, cpus, inputs.tuned, inputs.writer, inputs.git_version)
     plan = _choose(fs, inputs, chosen)
