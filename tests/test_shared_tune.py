@@ -16,7 +16,7 @@ from pcheckout.fs.detect import FsInfo, detect
 from pcheckout.plan import policy, tunecache
 from pcheckout.plan.planner import Asked, plan_for
 from pcheckout.plan.policy import Ceiling, CpuInfo, Explicit, Inputs, Tuned
-from pcheckout.plan.tunecache import TuneResult, export_key, lookup, store, store_shared
+from pcheckout.plan.tunecache import TuneResult, cache_path, export_key, lookup, store, store_shared
 
 
 def net_fs(
@@ -80,7 +80,7 @@ def test_one_measurement_serves_every_host_that_mounts_the_export(tmp_path: Path
     there = net_fs("FILER1:/vol/build/team7", mount="/build")._replace(options={"vers": "4.2"})
     tuned = lookup(there, shared)
     assert tuned is not None and (tuned.workers, tuned.ceiling) == (12, 12)
-    assert tuned.where == f"for filer1:/vol/build in {shared}"
+    assert (tuned.where, tuned.file) == (f"for filer1:/vol/build in {shared}", str(shared))
     assert tuned.mount_key == there.mount_key  # it applies to this mount now
     assert lookup(there) is None  # not without the shared file
     assert lookup(net_fs("filer2:/vol/build"), shared) is None  # another server
@@ -186,10 +186,14 @@ def test_dry_run_and_detect_say_which_result_applied_and_from_where(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["source"] == "tuned" and report["ceiling"] == 3
+    assert report["tuned"]["where"] == "for this mount"
+    assert report["tuned"]["file"] == str(cache_path())
+    line = f"tuned: 3 workers, ceiling 3, measured 2026-12-02 for this mount in {cache_path()}"
     shown = run_cli("detect", "--json", str(work))
-    assert json.loads(shown.stdout)["tuned"]["where"] == "for this mount"
-    text = run_cli("detect", str(work)).stdout
-    assert "tuned: 3 workers, ceiling 3, measured 2026-12-02 for this mount" in text
+    assert json.loads(shown.stdout)["tuned"] == report["tuned"]
+    assert line in run_cli("detect", str(work)).stdout
+    dry = run_cli("checkout", "-C", str(work), "--dry-run").stdout
+    assert line in dry and "CPUs: " in dry
 
 
 def test_plan_for_reads_the_shared_file_named_by_the_environment(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ writers with the same assertions as everywhere else."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -145,3 +146,37 @@ def test_the_cli_mounts_and_unmounts_and_leaves_no_process(tmp_path: Path) -> No
         time.sleep(0.05)  # the delay line exits once sshfs has closed its connection
     assert not _ours(str(stats))
     assert sm.main(["mount", str(tmp_path / "b2"), str(tmp_path / "m2"), "--rtt-ms", "-1"]) == 1
+
+
+def test_the_policy_count_and_one_shared_tune_for_every_mount_of_the_export(
+    tmp_path: Path,
+) -> None:
+    """Two mounts of one export, as two hosts of a farm have: ``tune --shared`` on one, and
+    a checkout on the other (with a cache of its own) takes that result, and says so."""
+    backing = tmp_path / "backing"
+    src = make_repo(tmp_path, {b"d%d/f%03d" % (i % 7, i): b"x\n" for i in range(200)})
+    with (
+        sm.mounted(backing, tmp_path / "m1", rtt_ms=0.0) as m1,
+        sm.mounted(backing, tmp_path / "m2", rtt_ms=0.0) as m2,
+    ):
+        git(tmp_path, "clone", "-q", "--shared", "--no-checkout", str(src), str(m1 / "w"))
+        policy = json.loads(run_cli("checkout", "-C", str(m2 / "w"), "--dry-run", "--json").stdout)
+        assert (policy["workers"], policy["source"], policy["tuned"]) == (16, "policy", None)
+        assert "at most 10 requests at a time" in policy["reason"]
+        shared = tmp_path / "etc" / "tuned.json"
+        quick = ("--max-workers", "4", "--files", "40", "--rounds", "1", "--no-writers")
+        done = run_cli("tune", str(m1), *quick, "--shared", str(shared), "--json")
+        assert done.returncode == 0, done.stderr
+        measured = json.loads(done.stdout)["workers"]
+        other_host = {
+            "XDG_CACHE_HOME": str(tmp_path / "host2"),
+            "PCHECKOUT_SHARED_TUNE": str(shared),
+        }
+        done = run_cli("checkout", "-C", str(m2 / "w"), "--dry-run", "--json", env=other_host)
+        report = json.loads(done.stdout)
+        assert (report["workers"], report["source"]) == (measured, "tuned"), report["reason"]
+        export = f"127.0.0.1:{backing}"
+        assert report["tuned"]["where"] == f"for {export} in {shared}"
+        assert report["filesystem"]["mount_point"] == str(m2)
+        text = run_cli("detect", str(m2), env=other_host).stdout
+        assert f"export: {export}" in text and f"for {export} in {shared}" in text

@@ -162,13 +162,14 @@ def test_cache_round_trip_and_old_entries() -> None:
         engine_seconds=0.52,
         probe_files=2000,
         ceiling=4,  # the higher of the knee and git's best count: the mount's ceiling
+        file=str(cache_path()),
     )
     data = json.loads(cache_path().read_text())
     entry = data["mounts"][fs.mount_key]
     assert entry["writers"]["winner"] == "git" and len(entry["writers"]["times"]) == 3
     del entry["writers"], entry["ceiling"]  # an entry stored before either existed
     cache_path().write_text(json.dumps(data))
-    assert lookup(fs) == Tuned(2, "2026-12-01", fs.mount_key)
+    assert lookup(fs) == Tuned(2, "2026-12-01", fs.mount_key, file=str(cache_path()))
     entry["writers"] = {**_times("git").to_json(), "winner": "svn"}  # foreign: not trusted
     cache_path().write_text(json.dumps(data))
     assert lookup(fs) is None

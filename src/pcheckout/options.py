@@ -126,6 +126,8 @@ class Result:
             "writer_reason": self.plan.writer_reason,
             "writer_source": self.plan.writer_source,
             "ceiling": self.plan.ceiling,
+            "cpus": None if self.plan.cpus is None else self.plan.cpus.to_json(),
+            "tuned": None if self.plan.tuned is None else self.plan.tuned.to_json(),
             "converted": self.converted,
             "conversion_reasons": self.conversion_reasons,
             "converted_by_git": self.converted_by_git,

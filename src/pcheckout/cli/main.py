@@ -140,18 +140,20 @@ def _report(args: argparse.Namespace, result: Result) -> None:
 
 def _cmd_detect(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     from pcheckout.fs import detect as fsdetect  # see the imports' note
+    from pcheckout.plan.cpus import CpuInfo  # see the imports' note
 
     if args.mountinfo and not os.path.isfile(args.mountinfo):
         raise UsageError(f"--mountinfo: no such file: {args.mountinfo}")
     info = fsdetect.detect(args.path, mountinfo=args.mountinfo)
     tuned = _stored_tune(info)
+    cpus = CpuInfo.current()
     if args.json:
-        print_json({**info.to_json(), **_tuned_json(info, tuned)})
+        print_json({**info.to_json(), **_tuned_json(info, tuned), "cpus": cpus.to_json()})
     else:
         from pcheckout.cli import render
         from pcheckout.cli.console import console
 
-        render.fs_info(console(), info, tuned)
+        render.fs_info(console(), info, tuned, cpus)
     return 0
 
 
@@ -169,16 +171,7 @@ def _stored_tune(info: FsInfo) -> Tuned | None:
 def _tuned_json(info: FsInfo, tuned: Tuned | None) -> dict[str, object]:
     from pcheckout.plan.tunecache import export_key  # see the imports' note
 
-    found = None
-    if tuned is not None:
-        found = {
-            "workers": tuned.workers,
-            "ceiling": tuned.ceiling,
-            "measured_on": tuned.measured_on,
-            "writer": tuned.writer,
-            "where": tuned.where,
-        }
-    return {"export": export_key(info), "tuned": found}
+    return {"export": export_key(info), "tuned": None if tuned is None else tuned.to_json()}
 
 
 def _cmd_tune(args: argparse.Namespace, ui: ConsoleReporter) -> int:

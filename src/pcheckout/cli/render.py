@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pcheckout.git.describe import LeftBehind, Tracking
     from pcheckout.git.refs import HeadOutcome
     from pcheckout.options import Result
+    from pcheckout.plan.cpus import CpuInfo
     from pcheckout.plan.policy import Tuned, Writer
     from pcheckout.plan.tunecache import TuneResult
 
@@ -35,10 +36,13 @@ def tuned_line(tuned: Tuned | None) -> str:
     if tuned is None:
         return "no stored result (the policy decides)"
     ceiling = f", ceiling {tuned.ceiling}" if tuned.ceiling is not None else ""
-    return f"{tuned.workers} workers{ceiling}, measured {tuned.measured_on} {tuned.where}"
+    file = f" in {tuned.file}" if tuned.file and tuned.file not in tuned.where else ""
+    return f"{tuned.workers} workers{ceiling}, measured {tuned.measured_on} {tuned.where}{file}"
 
 
-def _fs_rows(info: FsInfo, tuned: Tuned | None = None) -> list[tuple[str, str]]:
+def _fs_rows(
+    info: FsInfo, tuned: Tuned | None = None, cpus: CpuInfo | None = None
+) -> list[tuple[str, str]]:
     kind = info.kind + (f" (upper layer: {info.upper_kind})" if info.upper_kind else "")
     devices = ", ".join(
         f"{d.name} (rotational={rotational_flag(d.rotational)}{', virtual' if d.virtual else ''})"
@@ -65,14 +69,19 @@ def _fs_rows(info: FsInfo, tuned: Tuned | None = None) -> list[tuple[str, str]]:
     if export is not None:
         rows.append(("export", export))
     rows.append(("tuned", tuned_line(tuned)))
+    if cpus is not None:
+        rows.append(("CPUs", cpus.describe()))
     return rows
 
 
-def fs_info(console: Console, info: FsInfo, tuned: Tuned | None = None) -> None:
+def fs_info(
+    console: Console, info: FsInfo, tuned: Tuned | None = None, cpus: CpuInfo | None = None
+) -> None:
     """``pcheckout detect``: a rich table on a terminal, plain ``key: value`` lines otherwise;
-    ``tuned``: the stored tune result a checkout there would use."""
+    ``tuned``: the stored tune result a checkout there would use; ``cpus``: the CPUs it
+    would count."""
     if not console.is_terminal:
-        for key, value in _fs_rows(info, tuned):
+        for key, value in _fs_rows(info, tuned, cpus):
             console.print(f"{key}: {value}", markup=False, highlight=False, soft_wrap=True)
         for note in info.notes:
             console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
@@ -83,7 +92,7 @@ def fs_info(console: Console, info: FsInfo, tuned: Tuned | None = None) -> None:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold")
     table.add_column(overflow="fold")
-    for key, value in _fs_rows(info, tuned):
+    for key, value in _fs_rows(info, tuned, cpus):
         table.add_row(key, Text(value))
     console.print(table)
     for note in info.notes:
@@ -332,8 +341,8 @@ def plan(console: Console, r: Result) -> None:
     # The checkout that produced ``r`` imported the writers already; `detect` must not.
     from pcheckout.write.forked import MIN_ENTRIES as forked_min_entries
 
-    fs_info(console, r.filesystem)
     plan = r.plan
+    fs_info(console, r.filesystem, plan.tuned, plan.cpus)
     what = {"checkout": "write", "export": "write", "resume": "resume", "switch": "update"}
     console.print(
         f"would {what.get(r.mode, 'write')} {plural(r.files, 'entry', 'entries')} "

@@ -51,7 +51,25 @@ class CpuInfo(NamedTuple):
             return cls(logical=logical, physical=psutil.cpu_count(logical=False))
         allowed = os.sched_getaffinity(0)
         cores = linux_cores(allowed, os.path.join(root, "sys/devices/system/cpu"))
-        return limited(cls(len(allowed) or 1, cores), cgroup_limit(root))
+        online = os.cpu_count() or len(allowed)
+        mask = ""
+        if len(allowed) < online:
+            mask = f"the affinity mask: {len(allowed)} of {online} CPUs (taskset or a cpuset)"
+        return limited(cls(len(allowed) or 1, cores, mask), cgroup_limit(root))
+
+    def describe(self) -> str:
+        """One line for ``--dry-run`` and ``detect``: the count and what set it."""
+        cores = "" if self.physical is None else f", {self.physical} core"
+        cores += "s" if self.physical not in (None, 1) else ""
+        if not self.limited_by:
+            return (
+                f"{self.logical}{cores} (neither an affinity mask nor a cgroup quota limits them)"
+            )
+        return f"{self.logical}{cores} (limited by {self.limited_by})"
+
+    def to_json(self) -> dict[str, object]:
+        """``detect --json``'s and the checkout's ``cpus`` (docs/json.md)."""
+        return {"logical": self.logical, "physical": self.physical, "limited_by": self.limited_by}
 
     @property
     def cpu_bound_workers(self) -> int:

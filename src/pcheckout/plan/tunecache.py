@@ -208,12 +208,12 @@ def lookup(fs: FsInfo, shared: Path | None = None) -> Tuned | None:
     """The stored result for exactly this mount (never another mount's), else the ``shared``
     file's for this mount's export, else None."""
     result = stored(fs)
-    where = "for this mount"
+    where, file = "for this mount", cache_path()
     if result is None and shared is not None:
         found = stored_shared(fs, shared)
         if found is not None:
             key, result = found
-            where = f"for {key} in {shared}"
+            where, file = f"for {key} in {shared}", shared
     if result is None:
         return None
     tuned = Tuned(
@@ -222,6 +222,7 @@ def lookup(fs: FsInfo, shared: Path | None = None) -> Tuned | None:
         mount_key=fs.mount_key,
         ceiling=result.ceiling,
         where=where,
+        file=str(file),
     )
     w = result.writers
     if w is None:
