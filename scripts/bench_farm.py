@@ -2,7 +2,7 @@
 """A build farm checking out at once: N clients on one busy server.
 
     python3 scripts/bench_farm.py [--clients 8,32] [--slots 16] [--latency-ms 1.0]
-        [--files 4800] [--attributes gitlike] [--rounds 3] [--git-workers 32]
+        [--files 4800] [--attributes gitlike] [--rounds 3] [--git-workers 32] [--rows REGEX]
 
 One latencyfs server that serves ``--slots`` requests at a time (``--max-inflight``),
 ``--latency-ms`` each: the farm's shared file server, mounted once per client as every host
@@ -21,7 +21,10 @@ rounds:
 * **batch / floor** (issue target: <= 1.15) and **slowest / median** client (<= 1.2);
 * **server busy**: the time the slots were really held (latency, the operation, the reply)
   over slots x batch: how much of the batch the server worked;
-* **requests per file**, everything the server saw (start-up included) / (N x entries).
+* **requests per file**, everything the server saw (start-up included) / (N x entries);
+* for pcheckout, what the clients' adaptive controllers did (from each one's ``--json``): the
+  share that adapted (from 10,000 entries), the share that found the server saturated
+  (latency per file rising while files/s stayed flat), the median count at start and end.
 
 The first round of every row checks each client (``git status`` clean, HEAD right).  JSON
 goes to ``--out``, markdown to stdout and ``--out`` with ``.md``.
@@ -34,6 +37,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -75,7 +79,8 @@ class Row(NamedTuple):
 def rows(git_workers: int) -> list[Row]:
     pc = bench.pcheckout_cmd()
     return [
-        Row("pcheckout auto", (*pc, "checkout", "-C", "{W}")),
+        # --json: each client's plan and what its adaptive controller did (a saturated server)
+        Row("pcheckout auto", (*pc, "checkout", "-C", "{W}", "--json")),
         Row(
             f"git checkout.workers={git_workers}",
             ("git", "-C", "{W}", "-c", f"checkout.workers={git_workers}", "checkout", "-f", "HEAD"),
@@ -83,13 +88,30 @@ def rows(git_workers: int) -> list[Row]:
     ]
 
 
-def _client(argv: list[str], env: dict[str, str], go: threading.Barrier, out: list[float]) -> None:
+class Client(NamedTuple):
+    start: float
+    end: float
+    returncode: int
+    report: dict[str, Any] | None  # pcheckout's --json (None for git)
+
+
+def _client(argv: list[str], env: dict[str, str], go: threading.Barrier, out: list[Client]) -> None:
     go.wait()
     t0 = time.perf_counter()
     done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True)
-    out += [t0, time.perf_counter(), float(done.returncode)]
+    t1 = time.perf_counter()
+    report = None
+    if "--json" in argv and not done.returncode:
+        report = json.loads(done.stdout)
+    out.append(Client(t0, t1, done.returncode, report))
     if done.returncode:
         sys.stderr.write(done.stderr.decode(errors="replace")[-400:])
+
+
+def _plans(clients: list[Client]) -> list[dict[str, Any]]:
+    """Each pcheckout client's plan and its controller's account (adapting, saturation)."""
+    keys = ("workers", "source", "adapt", "adapt_summary")
+    return [{k: c.report.get(k) for k in keys} for c in clients if c.report is not None]
 
 
 def _verify(backing: Path, n: int) -> str | None:
@@ -116,7 +138,7 @@ def one_batch(farm: Farm, row: Row, clients: int, check: bool) -> dict[str, Any]
     clone = ["git", "clone", "-q", "--no-checkout", "--shared", str(farm.src)]
     for i in range(clients):
         subprocess.run([*clone, str(backing / f"c{i}")], env=env, check=True)
-    times: list[list[float]] = [[] for _ in range(clients)]
+    times: list[list[Client]] = [[] for _ in range(clients)]
     go = threading.Barrier(clients)
     slots = f"/latencyfs-farm-{os.getpid()}-{next(_BATCHES)}"
     stats = [farm.scratch / f"stats-{i}" for i in range(clients)]
@@ -152,12 +174,13 @@ def one_batch(farm: Farm, row: Row, clients: int, check: bool) -> dict[str, Any]
                 counted[k] = counted.get(k, 0) + v - b[k]
     problem = _verify(backing, clients) if check else None
     shutil.rmtree(backing, ignore_errors=True)
-    starts, ends = [t[0] for t in times], [t[1] for t in times]
+    done = [t[0] for t in times]
     requests = latencyfs.requests(counted)
     return {
-        "batch_s": max(ends) - min(starts),
-        "client_s": sorted(t[1] - t[0] for t in times),
-        "failed": sum(1 for t in times if t[2]),
+        "batch_s": max(c.end for c in done) - min(c.start for c in done),
+        "client_s": sorted(c.end - c.start for c in done),
+        "failed": sum(1 for c in done if c.returncode),
+        "plans": _plans(done),
         "requests": counted,
         "requests_total": requests,
         "floor_s": requests * farm.latency_ms / 1000 / farm.slots,
@@ -185,7 +208,32 @@ def summary(runs: list[dict[str, Any]], entries: int, clients: int) -> dict[str,
             [r["requests"].get("slot_waits", 0) / r["requests_total"] for r in ok]
         ),
         "failed_runs": len(runs) - len(ok),
+        **_controller(ok),
     }
+
+
+def _controller(runs: list[dict[str, Any]]) -> dict[str, float]:
+    """What pcheckout's clients' controllers did, over all rounds: the share that adapted,
+    the share that found the server saturated, and the median count they ended at."""
+    plans = [p for r in runs for p in r.get("plans", [])]
+    if not plans:
+        return {}
+    summaries = [p["adapt_summary"] or "" for p in plans]
+    ended = [_ended_at(p) for p in plans]
+    return {
+        "adapting": sum(1 for p in plans if p["adapt"]) / len(plans),
+        "saturated": sum(1 for s in summaries if "saturated at" in s) / len(plans),
+        "workers_at_end": _median([float(n) for n in ended]),
+        "workers_at_start": _median([float(p["workers"]) for p in plans]),
+    }
+
+
+def _ended_at(plan: dict[str, Any]) -> int:
+    """The count a client ended at: "adapted 32 -> 16 workers, ..." or its planned count."""
+    words = (plan["adapt_summary"] or "").split()
+    if len(words) > 3 and words[0] == "adapted" and words[2] == "->":
+        return int(words[3])
+    return int(plan["workers"])
 
 
 def markdown(table: dict[str, Any]) -> str:
@@ -205,6 +253,13 @@ def markdown(table: dict[str, Any]) -> str:
             f"{s['client_median_s']:.2f} | "
             f"{s['requests_per_file']:.2f} | {100 * s['slot_waits_per_request']:.0f} % |"
         )
+    for name, s in table["summary"].items():
+        if "adapting" in s:
+            lines.append(
+                f"\n{name}: {100 * s['adapting']:.0f} % of the clients adapted, "
+                f"{100 * s['saturated']:.0f} % found the server saturated; median count "
+                f"{s['workers_at_start']:.0f} at the start, {s['workers_at_end']:.0f} at the end"
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -243,6 +298,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--attributes", default="gitlike", choices=genrepo.ATTRIBUTE_SETS)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--git-workers", type=int, default=32)
+    ap.add_argument("--rows", default=None, help="only the rows whose name matches (regex)")
     ap.add_argument("--repo-dir", type=Path, default=PROJECT / "bench-out" / "repos")
     ap.add_argument("--out", type=Path, default=PROJECT / "bench-out" / "farm.json")
     a = ap.parse_args(argv)
@@ -270,7 +326,8 @@ def main(argv: list[str] | None = None) -> int:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     try:
         for n in (int(x) for x in a.clients.split(",")):
-            table = run_table(farm, n, rows(a.git_workers), a.rounds)
+            chosen = [r for r in rows(a.git_workers) if re.search(a.rows or "", r.name)]
+            table = run_table(farm, n, chosen, a.rounds)
             result["tables"].append(table)
             print(markdown(table), flush=True)
             result["machine"]["loadavg_end"] = os.getloadavg()
