@@ -3,6 +3,7 @@
 
     python3 scripts/latencyfs.py mount BACKING_DIR MOUNTPOINT [--latency-ms 1.0]
         [--data-latency-ms X] [--max-inflight N] [--cache-seconds 3] [--stats FILE]
+        [--casefold]
     python3 scripts/latencyfs.py umount MOUNTPOINT
     python3 scripts/latencyfs.py stats FILE
     python3 scripts/latencyfs.py build
@@ -134,7 +135,8 @@ class Options(NamedTuple):
     (default: always).  ``stats``: a file the daemon counts its requests in
     (:func:`read_stats`).  ``slots_name`` (``"/name"``): the ``max_inflight`` slots are a
     named semaphore shared by every mount given the same name (one server behind many
-    client mounts; :func:`unlink_slots` removes it).
+    client mounts; :func:`unlink_slots` removes it).  ``casefold``: names match ignoring
+    (ASCII) case and keep the case they were created with, as on an SMB share, NTFS or APFS.
     """
 
     latency_ms: float = 1.0
@@ -149,6 +151,7 @@ class Options(NamedTuple):
     fault_times: int | None = None
     stats: str | os.PathLike[str] | None = None
     slots_name: str | None = None
+    casefold: bool = False
 
     def argv(self) -> list[str]:
         """The daemon's options; LatencyFsError for a value it would refuse."""
@@ -174,6 +177,8 @@ class Options(NamedTuple):
             if not self.slots_name.startswith("/") or "/" in self.slots_name[1:]:
                 raise LatencyFsError(f"slots_name must be '/name', not {self.slots_name!r}")
             args += ["--slots-name", self.slots_name]
+        if self.casefold:
+            args.append("--casefold")
         return args
 
 
@@ -334,6 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     p_mount.add_argument("--stats", default=None, help="count the requests served in this file")
     p_mount.add_argument(
         "--slots-name", default=None, help="share the --max-inflight slots with other mounts"
+    )
+    p_mount.add_argument(
+        "--casefold", action="store_true", help="case-insensitive, case-preserving names"
     )
     p_stats = sub.add_parser("stats", help="print a --stats file's counters as JSON")
     p_stats.add_argument("file")

@@ -189,6 +189,35 @@ def test_git_clone_and_checkout_are_clean(fs: tuple[Path, Path], tmp_path: Path)
     assert (dest / "d1" / "sub1" / "f1.c").read_text() == "int f1;\n" * 2
 
 
+def test_casefold_finds_any_case_and_keeps_the_first(binary: Path, tmp_path: Path) -> None:
+    """--casefold: one name in any case, as an SMB share, NTFS or APFS; the spelling is
+    the creator's; git init finds it case-insensitive (core.ignorecase=true)."""
+    with _mount(tmp_path, "cf", latency_ms=0.0, casefold=True) as (backing, mnt):
+        (mnt / "README").write_bytes(b"one\n")
+        assert (mnt / "readme").read_bytes() == b"one\n"
+        (mnt / "ReadMe").write_bytes(b"two\n")  # the same file, truncated and rewritten
+        assert os.listdir(mnt) == ["README"] and (backing / "README").read_bytes() == b"two\n"
+        with pytest.raises(FileExistsError):
+            os.open(mnt / "readme", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        (mnt / "Dir").mkdir()
+        with pytest.raises(FileExistsError):
+            (mnt / "dir").mkdir()
+        with pytest.raises(FileExistsError):
+            os.symlink("x", mnt / "DIR")
+        (mnt / "dir" / "f").write_bytes(b"f")
+        assert os.listdir(mnt / "Dir") == ["f"] and (mnt / "DIR" / "F").read_bytes() == b"f"
+        os.rename(mnt / "DIR" / "F", mnt / "readme")  # over README, under the new spelling
+        assert sorted(os.listdir(mnt)) == ["Dir", "readme"]
+        os.unlink(mnt / "README")
+        os.rmdir(mnt / "dIR")
+        assert os.listdir(backing) == []
+        _git("init", "-q", mnt / "repo", cwd=tmp_path)
+        assert _git("config", "core.ignorecase", cwd=mnt / "repo").strip() == "true"
+    _git("init", "-q", tmp_path / "plain", cwd=tmp_path)  # a case-sensitive disk: unset
+    got = subprocess.run(["git", "-C", tmp_path / "plain", "config", "core.ignorecase"])
+    assert got.returncode == 1
+
+
 LATENCY_MS = 20.0
 
 

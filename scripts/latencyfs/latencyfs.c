@@ -35,6 +35,10 @@
  *     --slots-name NAME    the --max-inflight slots are the named semaphore NAME
  *                          ("/name"), shared by every daemon given it: one server
  *                          behind many mounts (created with N slots by the first)
+ *     --casefold           case-insensitive, case-preserving names (ASCII letters), as
+ *                          an SMB share, NTFS or APFS: a name finds the entry spelled in
+ *                          any case, a new name equal to one ignoring case is EEXIST;
+ *                          the kernel's entry cache is off (its names are exact)
  *     --stats FILE         count the requests served, by operation, in FILE (a
  *                          text header naming the counters, then the counters as
  *                          native uint64 at byte STATS_OFFSET; read it any time)
@@ -98,6 +102,7 @@ struct config {
 	unsigned max_background;
 	bool clone_fd;
 	bool allow_other;
+	bool casefold;
 	bool foreground;
 	bool debug;
 	const char *extra_opts;
@@ -396,7 +401,82 @@ static void proc_path(char *buf, size_t len, int fd)
 static void fill_timeouts(struct fuse_entry_param *e)
 {
 	e->attr_timeout = cfg.cache_s;
-	e->entry_timeout = cfg.cache_s;
+	/* --casefold: the kernel caches entries by their exact name; every name is asked */
+	e->entry_timeout = cfg.casefold ? 0 : cfg.cache_s;
+}
+
+/* ------------------------------------------------------------- casefold */
+
+/* --casefold: names are matched ignoring ASCII case (strcasecmp in the C locale the daemon
+ * runs in), as SMB shares, NTFS and APFS match them; each entry keeps the spelling it was
+ * created with.  A name is resolved to the stored spelling before every operation on it;
+ * creating operations take cf_lock across "is a name equal ignoring case there?" and the
+ * create, so two writers can never create README and readme side by side. */
+static pthread_mutex_t cf_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The spelling under which name is stored in dfd: the exact name if it exists, else the
+ * first entry equal to it ignoring case.  0 with the spelling in out, or an errno. */
+static int cf_find(int dfd, const char *name, char out[NAME_MAX + 1])
+{
+	struct stat st;
+	if (strlen(name) > NAME_MAX)
+		return ENAMETOOLONG;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+		strcpy(out, name);
+		return 0;
+	}
+	if (errno != ENOENT)
+		return errno;
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return errno;
+	DIR *dp = fdopendir(fd);
+	if (!dp) {
+		int err = errno;
+		close(fd);
+		return err;
+	}
+	int err = ENOENT;
+	struct dirent *de;
+	while ((de = readdir(dp)))
+		if (strcasecmp(de->d_name, name) == 0) {
+			strcpy(out, de->d_name);
+			err = 0;
+			break;
+		}
+	closedir(dp);
+	return err;
+}
+
+/* The name to operate on: the stored spelling where one matches, else name itself. */
+static const char *cf_name(int dfd, const char *name, char buf[NAME_MAX + 1])
+{
+	if (!cfg.casefold || cf_find(dfd, name, buf) != 0)
+		return name;
+	return buf;
+}
+
+/* Before creating name in dfd (cf_lock held): EEXIST when a name equal to it ignoring case
+ * is there, 0 when it is free. */
+static int cf_taken(int dfd, const char *name)
+{
+	char buf[NAME_MAX + 1];
+	if (!cfg.casefold)
+		return 0;
+	int err = cf_find(dfd, name, buf);
+	return err == 0 ? EEXIST : err == ENOENT ? 0 : err;
+}
+
+static void cf_begin(void)
+{
+	if (cfg.casefold)
+		pthread_mutex_lock(&cf_lock);
+}
+
+static void cf_end(void)
+{
+	if (cfg.casefold)
+		pthread_mutex_unlock(&cf_lock);
 }
 
 /* Give a newly created entry to the requesting user when it is not the
@@ -466,8 +546,9 @@ static void lfs_init(void *userdata, struct fuse_conn_info *conn)
 static void lfs_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct fuse_entry_param e;
-	int err = do_lookup(parent, name, &e);
-	if (err == ENOENT && cfg.cache_s > 0) {
+	char buf[NAME_MAX + 1];
+	int err = do_lookup(parent, cf_name(inode_fd(parent), name, buf), &e);
+	if (err == ENOENT && cfg.cache_s > 0 && !cfg.casefold) {
 		/* negative entry, cached like NFS's lookupcache=all */
 		memset(&e, 0, sizeof(e));
 		e.entry_timeout = cfg.cache_s;
@@ -582,7 +663,11 @@ static void lfs_access(fuse_req_t req, fuse_ino_t ino, int mask)
 static void lfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
 {
 	int dfd = inode_fd(parent);
-	int err = mknodat(dfd, name, mode, rdev) == 0 ? 0 : errno;
+	cf_begin();
+	int err = cf_taken(dfd, name);
+	if (!err)
+		err = mknodat(dfd, name, mode, rdev) == 0 ? 0 : errno;
+	cf_end();
 	if (!err)
 		give_to_caller(req, dfd, name);
 	reply_entry_or_err(req, parent, name, err);
@@ -591,7 +676,11 @@ static void lfs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 static void lfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
 	int dfd = inode_fd(parent);
-	int err = mkdirat(dfd, name, mode) == 0 ? 0 : errno;
+	cf_begin();
+	int err = cf_taken(dfd, name);
+	if (!err)
+		err = mkdirat(dfd, name, mode) == 0 ? 0 : errno;
+	cf_end();
 	if (!err)
 		give_to_caller(req, dfd, name);
 	reply_entry_or_err(req, parent, name, err);
@@ -600,7 +689,11 @@ static void lfs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 static void lfs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
 	int dfd = inode_fd(parent);
-	int err = symlinkat(link, dfd, name) == 0 ? 0 : errno;
+	cf_begin();
+	int err = cf_taken(dfd, name);
+	if (!err)
+		err = symlinkat(link, dfd, name) == 0 ? 0 : errno;
+	cf_end();
 	if (!err)
 		give_to_caller(req, dfd, name);
 	reply_entry_or_err(req, parent, name, err);
@@ -610,13 +703,18 @@ static void lfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 {
 	struct inode *in = get_inode(ino);
 	struct fuse_entry_param e;
-	int res = linkat(in->fd, "", inode_fd(newparent), newname, AT_EMPTY_PATH);
-	if (res != 0 && errno == ENOENT) {
+	cf_begin();
+	int taken = cf_taken(inode_fd(newparent), newname);
+	int res = taken ? -1 : linkat(in->fd, "", inode_fd(newparent), newname, AT_EMPTY_PATH);
+	if (!taken && res != 0 && errno == ENOENT) {
 		/* AT_EMPTY_PATH needs CAP_DAC_READ_SEARCH; go through /proc */
 		char path[64];
 		proc_path(path, sizeof(path), in->fd);
 		res = linkat(AT_FDCWD, path, inode_fd(newparent), newname, AT_SYMLINK_FOLLOW);
 	}
+	if (taken)
+		errno = taken;
+	cf_end();
 	if (res != 0) {
 		fuse_reply_err(req, errno);
 		return;
@@ -634,19 +732,43 @@ static void lfs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const
 
 static void lfs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	fuse_reply_err(req, unlinkat(inode_fd(parent), name, 0) == 0 ? 0 : errno);
+	char buf[NAME_MAX + 1];
+	int dfd = inode_fd(parent);
+	fuse_reply_err(req, unlinkat(dfd, cf_name(dfd, name, buf), 0) == 0 ? 0 : errno);
 }
 
 static void lfs_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
-	fuse_reply_err(req, unlinkat(inode_fd(parent), name, AT_REMOVEDIR) == 0 ? 0 : errno);
+	char buf[NAME_MAX + 1];
+	int dfd = inode_fd(parent);
+	fuse_reply_err(req, unlinkat(dfd, cf_name(dfd, name, buf), AT_REMOVEDIR) == 0 ? 0 : errno);
 }
 
 static void lfs_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
 		       const char *newname, unsigned int flags)
 {
-	int res = renameat2(inode_fd(parent), name, inode_fd(newparent), newname, flags);
-	fuse_reply_err(req, res == 0 ? 0 : errno);
+	int from = inode_fd(parent), to = inode_fd(newparent);
+	if (!cfg.casefold) {
+		int res = renameat2(from, name, to, newname, flags);
+		fuse_reply_err(req, res == 0 ? 0 : errno);
+		return;
+	}
+	/* the source by its stored spelling; the target replaced under its stored spelling,
+	 * then given the new one (a case-only rename just respells) */
+	char src[NAME_MAX + 1], dst[NAME_MAX + 1];
+	cf_begin();
+	const char *old = cf_name(from, name, src);
+	const char *over = cf_name(to, newname, dst);
+	int res;
+	if (from == to && !strcmp(old, over))
+		res = renameat2(from, old, to, newname, flags & ~(unsigned)RENAME_NOREPLACE);
+	else
+		res = renameat2(from, old, to, over, flags);
+	if (res == 0 && strcmp(over, newname) && !(flags & RENAME_EXCHANGE) && strcmp(old, over))
+		res = renameat(to, over, to, newname);
+	int err = res == 0 ? 0 : errno;
+	cf_end();
+	fuse_reply_err(req, err);
 }
 
 static void lfs_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -670,11 +792,22 @@ static void lfs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode
 {
 	int dfd = inode_fd(parent);
 	int flags = (fi->flags | O_CREAT | O_CLOEXEC) & ~O_NOCTTY;
-	/* create exclusively first, so we know whether the file is new */
-	int fd = openat(dfd, name, flags | O_EXCL, mode);
+	char buf[NAME_MAX + 1];
+	cf_begin();
+	/* --casefold: a name equal ignoring case is this file, already there */
+	int fd = -1;
+	const char *stored = cf_name(dfd, name, buf);
+	if (stored != name) {
+		name = stored;
+		errno = EEXIST;
+	} else {
+		/* create exclusively first, so we know whether the file is new */
+		fd = openat(dfd, name, flags | O_EXCL, mode);
+	}
 	bool created = fd >= 0;
 	if (fd < 0 && errno == EEXIST && !(fi->flags & O_EXCL))
 		fd = openat(dfd, name, flags & ~O_CREAT, mode);
+	cf_end();
 	if (fd < 0) {
 		fuse_reply_err(req, errno);
 		return;
@@ -950,7 +1083,7 @@ static void usage(const char *prog)
 	fprintf(stderr,
 		"usage: %s [--latency-ms F] [--data-latency-ms F] [--max-inflight N]\n"
 		"          [--cache-seconds F] [--threads N] [--max-background N] [--no-clone-fd]\n"
-		"          [--allow-other] [--fault-errno E] [--fault-ops LIST] [--fault-match S]\n"
+		"          [--allow-other] [--casefold] [--fault-errno E] [--fault-ops LIST] [--fault-match S]\n"
 		"          [--fault-times N] [--slots-name NAME] [--stats FILE] [-f] [-d] [-o OPTS]\n"
 		"          BACKING_DIR MOUNTPOINT\n",
 		prog);
@@ -1035,6 +1168,8 @@ static int parse_args(int argc, char **argv)
 			cfg.clone_fd = false;
 		} else if (!strcmp(a, "--allow-other")) {
 			cfg.allow_other = true;
+		} else if (!strcmp(a, "--casefold")) {
+			cfg.casefold = true;
 		} else if (a[0] == '-' && !v) {
 			fprintf(stderr, "latencyfs: %s needs a value\n", a);
 			return -1;
