@@ -10,7 +10,9 @@ own directory (so no directory lock is shared).  On a fresh mount each time, int
 over ``--runs`` rounds: sshfs (scripts/sshfsmount.py) at ``--ms`` of round trip, latencyfs
 (scripts/latencyfs.py) at ``--ms`` per request.  Printed per thread count: the median files
 per second on each, the requests the server counted per file, and, for sshfs, the most
-threads its process had while the writers ran (its FUSE workers plus two).
+threads its process had while the writers ran (its FUSE workers plus two) and the CPU the
+SFTP side used (sshfs, the delay line, sftp-server: CPU seconds over the writers' wall time,
+in CPUs), which tells a client that waits on the round trip from one short of CPU.
 """
 
 from __future__ import annotations
@@ -70,6 +72,35 @@ def _sshfs_threads(stop: threading.Event, mnt: Path, out: list[int]) -> None:
             out.append(len(os.listdir(f"/proc/{pid}/task")))
 
 
+def _sftp_side(mnt: Path, scratch: Path) -> list[str]:
+    """The pids of sshfs serving ``mnt``, the delay line counting into ``scratch`` and its
+    sftp-server children."""
+    mine, line = [], []
+    for p in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            cmd = Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")
+            if cmd[0].endswith(b"sshfs") and os.fsencode(str(mnt)) in cmd:
+                mine.append(p)
+            elif b"serve" in cmd and any(os.fsencode(str(scratch)) in c for c in cmd):
+                line.append(p)
+    for p in os.listdir("/proc"):
+        with contextlib.suppress(OSError):
+            ppid = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1]
+            if ppid in line:
+                mine.append(p)
+    return mine + line
+
+
+def _cpu_s(pids: list[str]) -> float:
+    """User and system CPU seconds the processes have used so far."""
+    ticks = 0
+    for p in pids:
+        with contextlib.suppress(OSError):
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime, stime
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def one(
     kind: str, mount: Callable[[], contextlib.AbstractContextManager[Any]], n: int, a: Any
 ) -> dict[str, float]:
@@ -77,17 +108,24 @@ def one(
     stop, seen = threading.Event(), [0]
     with mount() as mnt:
         watch = threading.Thread(target=_sshfs_threads, args=(stop, mnt, seen))
+        pids = _sftp_side(mnt, scratch) if kind == "sshfs" else []
         if kind == "sshfs":
             watch.start()
-        before = _counted(kind, scratch)
+        before, cpu0 = _counted(kind, scratch), _cpu_s(pids)
         seconds = write_files(mnt, n, a.files)
+        cpu = _cpu_s(pids) - cpu0
         stop.set()
         if kind == "sshfs":
             watch.join()
     requests = _counted(kind, scratch) - before
     shutil.rmtree(scratch / "backing", ignore_errors=True)
     files = (a.files // n) * n
-    return {"files_s": files / seconds, "req_file": requests / files, "threads": max(seen)}
+    return {
+        "files_s": files / seconds,
+        "req_file": requests / files,
+        "threads": max(seen),
+        "sftp_cpus": cpu / seconds,
+    }
 
 
 def _counted(kind: str, scratch: Path) -> int:
@@ -136,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                 for kind, mount in kinds.items():
                     got.setdefault((kind, n), []).append(one(kind, mount, n, a))
     head = "| writers | sshfs files/s | latencyfs files/s | sshfs requests/file | "
-    print(head + "latencyfs requests/file | sshfs threads |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print(head + "latencyfs requests/file | sshfs threads | SFTP side's CPUs |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for n in counts:
         s, lf = got[("sshfs", n)], got[("latencyfs", n)]
 
@@ -147,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"| {n} | {med(s, 'files_s'):.0f} | {med(lf, 'files_s'):.0f} | "
             f"{med(s, 'req_file'):.2f} | {med(lf, 'req_file'):.2f} | "
-            f"{max(x['threads'] for x in s):.0f} |"
+            f"{max(x['threads'] for x in s):.0f} | {med(s, 'sftp_cpus'):.2f} |"
         )
     print(f"load {os.getloadavg()[0]:.2f}")
     return 0
