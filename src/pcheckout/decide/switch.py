@@ -36,6 +36,7 @@ from pcheckout.decide.worktree import (
     dirty_paths,
     modified,
     refuse_untracked_in_the_way,
+    stat_rules,
     stat_threads,
 )
 from pcheckout.errors import DestinationError, LocalChangesError, quote_paths
@@ -85,7 +86,10 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     fs, stat_plan = plan_for(run.root, probe, entries=len(merge.change), nbytes=0, fs=fs)
     threads = stat_threads(fs, stat_plan.workers, opts.stat_threads)
     repo = ctx.repo
-    look = Look(ctx.git, os.fsencode(run.root), repo.index_path, repo.object_format, threads)
+    root_b = os.fsencode(run.root)
+    look = Look(
+        ctx.git, root_b, repo.index_path, repo.object_format, threads, stat_rules(ctx.config)
+    )
     dirty = _dirty(run, look, merge, moves[1], tables.in_index, cone) - cone.skipped
     plan = apply_local_changes(merge, tables.in_index, tables.target, dirty, force=opts.force)
     if plan.refused:

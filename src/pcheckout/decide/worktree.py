@@ -25,11 +25,20 @@ from pcheckout.fs.detect import FsInfo
 from pcheckout.fs.files import full_path
 from pcheckout.fs.parallel import MIN_PATHS_PER_THREAD, lstat_many
 from pcheckout.git import index as ix
+from pcheckout.git.config import config_bool
 from pcheckout.git.objects import blob_oid
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
 
-__all__ = ["Threads", "dirty_paths", "modified", "refuse_untracked_in_the_way", "stat_threads"]
+__all__ = [
+    "StatRules",
+    "Threads",
+    "dirty_paths",
+    "modified",
+    "refuse_untracked_in_the_way",
+    "stat_rules",
+    "stat_threads",
+]
 
 
 class Threads(NamedTuple):
@@ -76,21 +85,46 @@ def dirty_paths(git: Git, index_path: Path) -> set[bytes]:
     return {p for p in out.split(b"\0") if p}
 
 
+class StatRules(NamedTuple):
+    """The settings git's ``ie_match_stat`` reads (read-cache.c): ``core.symlinks``
+    (false: a symlink entry may be a plain file holding its target), ``core.fileMode``
+    (false: the x bit is no change), ``core.trustCtime``, ``core.checkStat``
+    (``minimal``: only mtime seconds and size)."""
+
+    symlinks: bool = True
+    file_mode: bool = True
+    trust_ctime: bool = True
+    check_stat: bool = True
+
+
+def stat_rules(config: Mapping[str, str]) -> StatRules:
+    """:class:`StatRules` from the repository's config (git's defaults where unset)."""
+    return StatRules(
+        config_bool(config.get("core.symlinks"), True),
+        config_bool(config.get("core.filemode"), True),
+        config_bool(config.get("core.trustctime"), True),
+        (config.get("core.checkstat") or "default").lower() != "minimal",
+    )
+
+
 class Look(NamedTuple):
     """Where a switch looks: the work tree, its index file, the repository's object
-    format, and the threads its lstats run on."""
+    format, the threads its lstats run on and the stat rules of its config."""
 
     git: Git
     root_b: bytes
     index_path: Path
     hash_name: str
     threads: Threads
+    rules: StatRules = StatRules()
 
 
 def modified(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]:
-    """Which of ``entries`` differ in the work tree, as git decides it: stat data
-    that matches (and is not racy) means clean; otherwise the content is hashed
-    (through ``git hash-object``, so clean filters and eol apply)."""
+    """Which of ``entries`` differ in the work tree, as git's checkout decides it
+    (unpack-trees.c verify_uptodate: ie_match_stat after a refresh): an absent file is
+    no local change (git writes it again); stat data that matches (and is not racy)
+    means clean; a changed x bit (``core.fileMode``) or kind means changed; otherwise
+    the content is hashed (through ``git hash-object``, so clean filters and eol apply)."""
     try:
         index_mtime = os.stat(look.index_path).st_mtime_ns // ix.NS_PER_S
     except OSError:
@@ -99,7 +133,7 @@ def modified(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]:
     suspects: list[ix.IndexEntry] = []
     stats = _lstat_many(look.root_b, [e.path for e in entries], look.threads)
     for e, st in zip(entries, stats, strict=True):
-        verdict = _by_stat(e, st, index_mtime)
+        verdict = _by_stat(e, st, index_mtime, look.rules)
         if verdict is True:
             dirty.add(e.path)
         elif verdict is None:
@@ -107,23 +141,43 @@ def modified(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]:
     return dirty | _by_content(look, suspects)
 
 
-def _by_stat(e: ix.IndexEntry, st: os.stat_result | None, index_mtime: int) -> bool | None:
+def _by_stat(
+    e: ix.IndexEntry, st: os.stat_result | None, index_mtime: int, rules: StatRules
+) -> bool | None:
     """Whether ``e``'s file is changed by its stat data alone: True (changed), False
-    (clean, and not racily so) or None (its content decides)."""
+    (clean, and not racily so; or absent) or None (its content decides), as git's
+    ce_match_stat_basic and match_stat_data (read-cache.c) decide."""
     if st is None:
-        return True
+        return False  # verify_uptodate_1: ENOENT is up to date
     if e.mode == MODE_GITLINK:
         return not stat_mod.S_ISDIR(st.st_mode)
-    is_link = stat_mod.S_ISLNK(st.st_mode)
-    if is_link != (e.mode == MODE_SYMLINK) or not (is_link or stat_mod.S_ISREG(st.st_mode)):
+    if _kind_changed(e.mode, st.st_mode, rules):
         return True
     c_s, c_ns, m_s, m_ns, _dev, ino, uid, gid, size = ix.stat_fields(
         st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_uid, st.st_gid, st.st_size
     )
-    recorded = (e.mtime_s, e.mtime_ns, e.ctime_s, e.ctime_ns, e.ino, e.size, e.uid, e.gid)
-    if recorded == (m_s, m_ns, c_s, c_ns, ino, size, uid, gid) and e.mtime_s < index_mtime:
+    recorded = [e.mtime_s, e.mtime_ns, e.size]
+    seen = [m_s, m_ns, size]
+    if rules.check_stat:
+        recorded += [e.ino, e.uid, e.gid]
+        seen += [ino, uid, gid]
+        if rules.trust_ctime:
+            recorded += [e.ctime_s, e.ctime_ns]
+            seen += [c_s, c_ns]
+    if recorded == seen and e.mtime_s < index_mtime:
         return False  # clean by stat data, and not racily so
     return None
+
+
+def _kind_changed(entry_mode: int, st_mode: int, rules: StatRules) -> bool:
+    """TYPE_CHANGED or MODE_CHANGED (ce_match_stat_basic): a symlink entry is a symlink,
+    or a plain file where ``core.symlinks`` is false; a file entry is a regular file
+    whose owner x bit matches where ``core.fileMode`` is true."""
+    if entry_mode == MODE_SYMLINK:
+        return not (stat_mod.S_ISLNK(st_mode) or (not rules.symlinks and stat_mod.S_ISREG(st_mode)))
+    if not stat_mod.S_ISREG(st_mode):
+        return True
+    return rules.file_mode and bool((entry_mode ^ st_mode) & 0o100)
 
 
 def _by_content(look: Look, suspects: list[ix.IndexEntry]) -> set[bytes]:
@@ -131,8 +185,9 @@ def _by_content(look: Look, suspects: list[ix.IndexEntry]) -> set[bytes]:
     dirty: set[bytes] = set()
     files = []
     for e in suspects:
-        if e.mode == MODE_SYMLINK:
-            target = os.readlink(full_path(look.root_b, e.path))
+        full = full_path(look.root_b, e.path)
+        if e.mode == MODE_SYMLINK and os.path.islink(full):
+            target = os.readlink(full)
             if blob_oid(target, look.hash_name) != e.oid.hex():
                 dirty.add(e.path)
         else:

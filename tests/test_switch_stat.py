@@ -1,0 +1,99 @@
+"""A switch's local-change check against git's own (read-cache.c ie_match_stat, unpack-trees.c
+verify_uptodate): ``core.symlinks=false`` (a symlink checked out as a plain file),
+``core.fileMode`` (the x bit), a deleted file; both writers, git's result on the same repo."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import assert_same_as_git, clone_no_checkout, git, make_repo, write_tree_files
+
+from pcheckout.checkout import CheckoutOptions, checkout
+from pcheckout.errors import DestinationError
+
+pytestmark = pytest.mark.usefixtures("writer")
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    src = make_repo(
+        tmp_path,
+        {
+            b"a.txt": b"a\n",
+            b"same.txt": b"same\n",
+            b"link": ("l", b"a.txt"),
+            b"still": ("l", b"same.txt"),
+            b"run.sh": ("x", b"#!/bin/sh\n"),
+        },
+    )
+    git(src, "tag", "v1")
+    (src / "link").unlink()
+    write_tree_files(src, {b"a.txt": b"b\n", b"link": ("l", b"same.txt"), b"run.sh": b"echo\n"})
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "two")
+    git(src, "tag", "v2")
+    return src
+
+
+def _pair(tmp_path: Path, repo: Path, config: dict[str, str]) -> tuple[Path, Path]:
+    """Two clones at v1, checked out by git under ``config``."""
+    out = []
+    for name in ("ours", "theirs"):
+        w = clone_no_checkout(repo, tmp_path / name, config)
+        git(w, "checkout", "-q", "v1")
+        out.append(w)
+    return out[0], out[1]
+
+
+def _git_switch(work: Path, rev: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(["git", "-C", str(work), "checkout", "-q", rev], capture_output=True)
+
+
+def test_symlinks_false_a_link_written_as_a_file_is_no_local_change(
+    tmp_path: Path, repo: Path
+) -> None:
+    ours, theirs = _pair(tmp_path, repo, {"core.symlinks": "false"})
+    assert (ours / "link").read_bytes() == b"a.txt" and not (ours / "link").is_symlink()
+    assert _git_switch(theirs, "v2").returncode == 0
+    checkout(CheckoutOptions(directory=ours, rev="v2"))
+    assert_same_as_git(ours, theirs)
+    assert (ours / "link").read_bytes() == b"same.txt"
+
+
+def test_symlinks_false_an_edited_link_file_is_refused_like_git(tmp_path: Path, repo: Path) -> None:
+    ours, theirs = _pair(tmp_path, repo, {"core.symlinks": "false"})
+    for w in (ours, theirs):
+        (w / "link").write_bytes(b"elsewhere")
+    assert b"link" in _git_switch(theirs, "v2").stderr
+    with pytest.raises(DestinationError, match="link"):
+        checkout(CheckoutOptions(directory=ours, rev="v2"))
+    assert (ours / "link").read_bytes() == b"elsewhere"
+
+
+@pytest.mark.parametrize("file_mode", ["true", "false"])
+def test_x_bit_changes_follow_core_filemode(tmp_path: Path, repo: Path, file_mode: str) -> None:
+    ours, theirs = _pair(tmp_path, repo, {"core.fileMode": file_mode})
+    for w in (ours, theirs):
+        (w / "a.txt").chmod(0o755)  # a file the switch changes
+        (w / "run.sh").chmod(0o644)
+    refused = _git_switch(theirs, "v2")
+    if file_mode == "true":
+        assert b"a.txt" in refused.stderr and b"run.sh" in refused.stderr
+        with pytest.raises(DestinationError, match=r"a\.txt.*run\.sh"):
+            checkout(CheckoutOptions(directory=ours, rev="v2"))
+        assert git(ours, "rev-parse", "HEAD") == git(ours, "rev-parse", "v1")
+        return
+    assert refused.returncode == 0
+    checkout(CheckoutOptions(directory=ours, rev="v2"))
+    assert_same_as_git(ours, theirs)
+
+
+def test_a_deleted_file_the_switch_changes_is_written_like_git(tmp_path: Path, repo: Path) -> None:
+    ours, theirs = _pair(tmp_path, repo, {})
+    for w in (ours, theirs):
+        (w / "a.txt").unlink()
+    assert _git_switch(theirs, "v2").returncode == 0
+    checkout(CheckoutOptions(directory=ours, rev="v2"))
+    assert_same_as_git(ours, theirs)
