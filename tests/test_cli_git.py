@@ -194,3 +194,28 @@ def test_piped_output_is_not_wrapped(tmp_path: Path) -> None:
     writer = [line for line in lines if line.startswith("writer: ")]
     assert len(writer) == 1 and len(writer[0]) > 80  # one line, however long
     assert all(line == line.rstrip() for line in lines)
+
+
+def test_gits_writer_relays_gits_own_errors(tmp_path: Path) -> None:
+    """git's checkout finishes past a blob it cannot read and exits 0, saying so on stderr;
+    through git's writer pcheckout says the same lines and exits as git did."""
+    src = _history(tmp_path)
+    git(src, "checkout", "-q", "-b", "two")
+    (src / "g").write_bytes(b"new\n")
+    git(src, "add", "g")
+    git(src, *COMMIT, "-m", "g")
+    git(src, "checkout", "-q", "main")
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    theirs = tmp_path / "theirs"
+    git(tmp_path, "clone", "-q", str(src), str(theirs))
+    assert run_cli("-q", "-C", str(ours), "checkout").returncode == 0
+    blob = git(src, "rev-parse", "two:g").decode().strip()
+    for repo in (ours, theirs):  # a damaged repository: the blob is gone
+        git(repo, "branch", "-q", "two", "origin/two")
+        (repo / ".git" / "objects" / blob[:2] / blob[2:]).unlink()
+    got = subprocess.run(["git", "-C", str(theirs), "checkout", "two"], capture_output=True)
+    proc = run_cli("checkout", "-C", str(ours), "two", env={"PCHECKOUT_WRITER": "git"})
+    assert b"error: unable to read sha1 file of g (" in got.stderr
+    assert got.returncode == proc.returncode == 0
+    assert proc.stderr.encode() == got.stderr
+    assert git(ours, "status", "--short") == git(theirs, "status", "--short") == b" D g\n"

@@ -41,6 +41,10 @@ class Reporter(Protocol):
         """The run is written and HEAD has moved (``result.head``), before any hook runs
         (git says where HEAD went at that moment)."""
 
+    def git_message(self, line: str) -> None:
+        """A line git printed (``warning: ...``, ``error: ...``) or pcheckout says in git's
+        words where git would: shown on stderr as it is, whatever the verbosity."""
+
 
 class NullReporter:
     """A reporter that shows nothing."""
@@ -61,6 +65,9 @@ class NullReporter:
         pass
 
     def moved(self, result: Result) -> None:
+        pass
+
+    def git_message(self, line: str) -> None:
         pass
 
 

@@ -63,7 +63,7 @@ def _switch(job: Job, lock: IndexLock) -> Written:
     try:
         with scratch_index(lock, copy=True) as scratch:
             by_git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
-            gitwriter.switch(
+            done = gitwriter.switch(
                 by_git,
                 plan.head.rev,
                 workers=plan.workers.workers,
@@ -80,6 +80,7 @@ def _switch(job: Job, lock: IndexLock) -> Written:
         raise Interrupted(2, "git's checkout stopped; run the same command again") from None
     finally:
         report.finish()
+    gitwriter.relay(ctx.ui, done)
     return Written(written, nbytes, planned=written, deleted=deleted)
 
 

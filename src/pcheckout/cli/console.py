@@ -162,6 +162,9 @@ class ConsoleReporter:
         if self.notes:
             self._line(message)
 
+    def git_message(self, line: str) -> None:
+        self._line(line)  # git prints its warnings and errors under -q too
+
     def _bars(self) -> Progress:
         if self.progress is None:
             from rich.console import Console

@@ -22,3 +22,6 @@ class QuietReporter(NullReporter):
 
     def debug(self, message: str) -> None:
         self._ui.debug(message)
+
+    def git_message(self, line: str) -> None:
+        self._ui.git_message(line)

@@ -26,6 +26,10 @@ git takes ``index.lock`` itself: the caller must not hold it while git runs.  Ho
 (``core.hooksPath`` is ``/dev/null``): pcheckout's engine runs none, and the result must not
 depend on the writer.  Progress: git prints ``Updating files:  45% (2281/5069)`` on stderr
 (with ``GIT_PROGRESS_DELAY=0`` from the first file), parsed into ``progress(done, total)``.
+git's other lines on a run that succeeds (``warning: ...``, ``error: unable to read sha1 file
+of ...``: git's checkout finishes and exits 0 past an object it cannot read) are kept in
+``GitWrite.messages`` and relayed to the user's stderr as git printed them
+(``Reporter.git_message``); on a failure they are the error's message.
 """
 
 from __future__ import annotations
@@ -67,6 +71,7 @@ class GitWrite(NamedTuple):
     workers: int  # the checkout.workers it was given
     command: str  # "read-tree" or "checkout"
     bytes: int = -1  # bytes written, where counted (from the index git wrote); -1: unknown
+    messages: tuple[str, ...] = ()  # git's lines besides its progress, as it printed them
 
 
 class Reporting:
@@ -223,7 +228,8 @@ def _run(
         raise Interrupted(-code, "run the same command again to finish")
     if code != 0:
         raise _error(command, code, messages, git.argv(args))
-    return GitWrite(updated, time.monotonic() - t0, workers, command)
+    said = tuple(decode(m) for m in messages)
+    return GitWrite(updated, time.monotonic() - t0, workers, command, messages=said)
 
 
 def _line(part: bytes, messages: list[bytes], progress: Progress | None, updated: int) -> int:
@@ -293,23 +299,33 @@ def write_by_git(ctx: Context, tree: str, plan: WorkerPlan) -> GitWrite:
     into ``ctx.ui``; an interrupt leaves what a re-run finishes."""
     report = Reporting(ctx.ui, plan.workers)
     try:
-        return write_tree(
+        done = write_tree(
             ctx.git, tree, workers=plan.workers, threshold=PARALLEL_THRESHOLD, progress=report
         )
     except KeyboardInterrupt:
         raise Interrupted(2, "run the same command again to finish") from None
     finally:
         report.finish()
+    relay(ctx.ui, done)
+    return done
 
 
 def export_by_git(ctx: Context, tree: str, dest: Path, plan: WorkerPlan) -> GitWrite:
     """An export's write by git (see :func:`export_tree`), progress into ``ctx.ui``."""
     report = Reporting(ctx.ui, plan.workers)
     try:
-        return export_tree(
+        done = export_tree(
             ctx, tree, dest, workers=plan.workers, threshold=PARALLEL_THRESHOLD, progress=report
         )
     except KeyboardInterrupt:
         raise Interrupted(2, f"{dest} is incomplete") from None
     finally:
         report.finish()
+    relay(ctx.ui, done)
+    return done
+
+
+def relay(ui: Reporter, done: GitWrite) -> None:
+    """git's lines of a run that succeeded, to the user as git printed them."""
+    for line in done.messages:
+        ui.git_message(line)

@@ -567,6 +567,9 @@ class RoundReporter:
     def moved(self, result: Result) -> None:
         self.ui.moved(result)
 
+    def git_message(self, line: str) -> None:
+        self.ui.git_message(line)
+
     def done(self) -> None:
         if self.started:
             self.ui.finish()
