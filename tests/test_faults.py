@@ -346,7 +346,7 @@ def test_interrupt_stops_promptly_and_a_rerun_finishes(
     assert stopped < HANG_S
     name = signal.Signals(signum).name
     assert err == (
-        f"pcheckout: error: interrupted by {name}; run 'pcheckout checkout' again to finish\n"
+        f"pcheckout: error: interrupted by {name}; to finish, run: pcheckout checkout -C {ours}\n"
     )
     assert kids, "no cat-file was running when the signal was sent"
     assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]

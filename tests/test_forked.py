@@ -196,7 +196,7 @@ def test_ctrl_c_to_the_process_group_stops_every_process(
         pytest.skip("the checkout finished before the signal three times")
     assert cli.returncode == 130, err
     assert err == (
-        "pcheckout: error: interrupted by SIGINT; run 'pcheckout checkout' again to finish\n"
+        f"pcheckout: error: interrupted by SIGINT; to finish, run: pcheckout checkout -C {ours}\n"
     )
     assert our_processes(ours) == []
     assert not (ours / ".git" / "index").exists()

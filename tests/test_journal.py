@@ -32,7 +32,7 @@ def _files(root: Path, n: int) -> list[Path]:
 def test_records_round_trip_in_batches(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
     files = _files(tmp_path, jn.FLUSH_RECORDS + 5)
-    j = jn.Journal.start(marker, "c" * 40, TREE, False)
+    j = jn.Journal.start(marker, jn.Header("c" * 40, TREE, False))
     for i, p in enumerate(files):
         j.done(i, _st(p))
     # one full batch went out by itself; the rest waits for a flush
@@ -48,7 +48,7 @@ def test_records_round_trip_in_batches(tmp_path: Path) -> None:
 def test_a_torn_batch_is_dropped_and_cut_before_appending(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
     files = _files(tmp_path, 6)
-    j = jn.Journal.start(marker, "c", TREE, False)
+    j = jn.Journal.start(marker, jn.Header("c", TREE, False))
     for i in range(4):
         j.done(i, _st(files[i]))
     j.close()
@@ -57,7 +57,7 @@ def test_a_torn_batch_is_dropped_and_cut_before_appending(tmp_path: Path) -> Non
     prev = jn.read(marker)
     assert prev is not None and sorted(prev.done) == [0, 1, 2, 3]
     assert prev.valid_length == len(whole)
-    j = jn.Journal.start(marker, "c", TREE, False, previous=prev)
+    j = jn.Journal.start(marker, jn.Header("c", TREE, False), previous=prev)
     j.done(5, _st(files[5]))
     j.close()
     assert sorted(jn.read(marker).done) == [0, 1, 2, 3, 5]  # type: ignore[union-attr]
@@ -66,7 +66,7 @@ def test_a_torn_batch_is_dropped_and_cut_before_appending(tmp_path: Path) -> Non
 def test_a_corrupt_record_ends_what_is_trusted(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
     files = _files(tmp_path, 3)
-    j = jn.Journal.start(marker, "c", TREE, False)
+    j = jn.Journal.start(marker, jn.Header("c", TREE, False))
     for i, p in enumerate(files):
         j.done(i, _st(p))
     j.close()
@@ -78,11 +78,11 @@ def test_a_corrupt_record_ends_what_is_trusted(tmp_path: Path) -> None:
 def test_another_tree_starts_afresh(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
     f = _files(tmp_path, 1)[0]
-    j = jn.Journal.start(marker, "c", TREE, False)
+    j = jn.Journal.start(marker, jn.Header("c", TREE, False))
     j.done(0, _st(f))
     j.close()
     prev = jn.read(marker)
-    jn.Journal.start(marker, "d", "u" * 40, False, previous=prev).close()
+    jn.Journal.start(marker, jn.Header("d", "u" * 40, False), previous=prev).close()
     again = jn.read(marker)
     assert again is not None and again.tree == "u" * 40 and not again.done
     assert jn.candidates(prev, "u" * 40, [True], [False]) == []
@@ -100,7 +100,7 @@ def test_only_entries_raw_now_are_candidates(tmp_path: Path) -> None:
     # raw now too (attributes or config may have changed since).
     marker = tmp_path / "marker"
     f = _files(tmp_path, 2)
-    j = jn.Journal.start(marker, "c", TREE, False)
+    j = jn.Journal.start(marker, jn.Header("c", TREE, False))
     j.done(0, _st(f[0]))
     j.done(1, _st(f[1]))
     j.close()
@@ -118,7 +118,7 @@ def test_proof_by_stat_data(tmp_path: Path, change: str) -> None:
     marker = tmp_path / "marker"
     f = tmp_path / "f"
     f.write_bytes(b"hello\n")
-    j = jn.Journal.start(marker, "c", TREE, False)
+    j = jn.Journal.start(marker, jn.Header("c", TREE, False))
     j.done(0, _st(f))
     j.close()
     time.sleep(0.01)  # timestamps move on (nanosecond clocks still tick between calls)
@@ -147,7 +147,7 @@ def test_proof_checks_the_tree_mode_and_size(tmp_path: Path) -> None:
     f = tmp_path / "f"
     f.write_bytes(b"hello\n")
     (tmp_path / "d").mkdir()
-    j = jn.Journal.start(marker, "c", TREE, False)
+    j = jn.Journal.start(marker, jn.Header("c", TREE, False))
     j.done(0, _st(f))
     j.done(1, _st(tmp_path / "d"))
     j.close()
@@ -164,7 +164,7 @@ def test_proof_checks_the_tree_mode_and_size(tmp_path: Path) -> None:
 def test_a_failing_journal_stops_recording_and_never_raises(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
     f = _files(tmp_path, 1)[0]
-    j = jn.Journal.start(marker, "c", TREE, False)
+    j = jn.Journal.start(marker, jn.Header("c", TREE, False))
     assert j._fd is not None
     os.close(j._fd)  # every write now fails with EBADF
     for i in range(jn.FLUSH_RECORDS + 1):

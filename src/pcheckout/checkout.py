@@ -19,13 +19,16 @@ checkout, a resume and a switch alike: a second run fails at once with git's mes
 from __future__ import annotations
 
 import contextlib
+import shlex
+import signal
 
 from pcheckout.apply.run import apply
 from pcheckout.apply.warm import Warm
 from pcheckout.context import NullReporter, Reporter
 from pcheckout.decide.checkout import decide
+from pcheckout.errors import Interrupted
 from pcheckout.options import CheckoutOptions, ExportOptions, Result
-from pcheckout.session import IN_PROGRESS, Ahead, open_checkout
+from pcheckout.session import IN_PROGRESS, Ahead, Run, open_checkout
 
 __all__ = ["IN_PROGRESS", "CheckoutOptions", "ExportOptions", "Result", "checkout"]
 
@@ -40,4 +43,21 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         warm = Warm(run.ctx, opts.dry_run)  # the writers' cat-files, started meanwhile
         stack.callback(warm.close)
         plan = decide(run, warm)
-        return apply(run.ctx, plan, run.lock, warm.catfiles)
+        try:
+            return apply(run.ctx, plan, run.lock, warm.catfiles)
+        except Interrupted as exc:
+            raise Interrupted(exc.signum, again(run)) from None
+        except KeyboardInterrupt:
+            raise Interrupted(signal.SIGINT, again(run)) from None
+
+
+def again(run: Run) -> str:
+    """What finishes ``run`` once it was interrupted: the same checkout, by absolute
+    directory (the journal it left tells the re-run what to finish)."""
+    words = ["pcheckout", "checkout"]
+    if run.opts.force:
+        words.append("--force")
+    words += ["-C", str(run.root)]
+    if run.opts.rev != "HEAD":
+        words += ["--", run.opts.rev] if run.opts.rev.startswith("-") else [run.opts.rev]
+    return "to finish, run: " + shlex.join(words)

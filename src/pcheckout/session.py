@@ -62,14 +62,20 @@ class Found(NamedTuple):
     """What the destination holds before anything is written."""
 
     occupied: list[bytes]  # names in the work tree besides .git
-    previous: journal.Previous | None  # an interrupted checkout's marker, if any
+    previous: journal.Previous | None  # an interrupted checkout's or switch's journal, if any
     switching: bool  # populated, with an index: an incremental switch
     listed: list[Entry] | None = None  # the target's entries, if listed beside round 1
     patterns: Patterns | None = None  # the sparse pattern file, if read beside round 1
 
     @property
     def resume(self) -> bool:
-        return bool(self.occupied) and self.previous is not None
+        """An interrupted fresh checkout is finished (of this tree or another)."""
+        return bool(self.occupied) and self.previous is not None and not self.switching
+
+    @property
+    def interrupted(self) -> journal.Previous | None:
+        """The journal of an interrupted switch this switch finishes (None: there is none)."""
+        return self.previous if self.switching else None
 
 
 class Run(NamedTuple):
@@ -206,7 +212,9 @@ def _found(ctx: Context, rev: str, target: Target, early: _Early | None, work_tr
             patterns = Patterns(early.patterns)
     occupied = occupants(work_tree)
     previous = journal.read(repo.git_dir / IN_PROGRESS) if occupied else None
-    switching = bool(occupied) and previous is None and repo.index_path.exists()
+    # An interrupted switch left the index and HEAD where it began: a switch again.
+    fresh_left = previous is not None and previous.kind != "switch"
+    switching = bool(occupied) and not fresh_left and repo.index_path.exists()
     return Found(occupied, previous, switching, listed, patterns)
 
 

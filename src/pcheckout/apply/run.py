@@ -12,6 +12,7 @@ REV`` moves it; the journal removed; the ``Result`` (``apply/report.py``).
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections.abc import Iterator
 from types import ModuleType
@@ -21,8 +22,9 @@ from pcheckout.apply.job import Job
 from pcheckout.apply.report import finish, report
 from pcheckout.context import Context
 from pcheckout.decide.plan import Plan
-from pcheckout.errors import HookError
+from pcheckout.errors import GitRefusedError, HookError
 from pcheckout.git import hooks
+from pcheckout.git.promisor import PromisorFetchError
 from pcheckout.git.refs import HeadOutcome, head_outcome, update_head
 from pcheckout.options import Result
 from pcheckout.session import IN_PROGRESS
@@ -33,6 +35,10 @@ if TYPE_CHECKING:
     from pcheckout.git.lock import IndexLock
 
 __all__ = ["apply"]
+
+#: Failures that leave the work tree as it was: git refused the switch, or a switch's
+#: fetch failed before anything changed.
+UNCHANGED = (GitRefusedError, PromisorFetchError)
 
 
 def apply(
@@ -52,6 +58,7 @@ def apply(
         plan.root.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     with _journal(ctx, plan) as jr:
+        _remove_leftovers(plan)
         written = writer.write(Job(ctx, plan, lock, jr, catfiles))
         head = _move_head(ctx, plan)
     finish(result, written, time.monotonic() - t0, head)
@@ -88,22 +95,44 @@ def _writer(plan: Plan) -> ModuleType:
 
 @contextlib.contextmanager
 def _journal(ctx: Context, plan: Plan) -> Iterator[journal.Journal | None]:
-    """The in-progress journal of a fresh checkout or a resume (``write/journal.py``),
-    started before anything is written (EROFS or ENOSPC then name the marker) and removed
-    once HEAD has moved; an interrupted run leaves it for the re-run."""
-    if plan.kind not in ("fresh", "resume"):
+    """The in-progress journal (``write/journal.py``) of every run that writes a work
+    tree, started before anything is written (EROFS or ENOSPC then name the marker) and
+    removed once HEAD has moved; an interrupted run leaves it for the re-run, which
+    finishes it (``decide/leftovers.py``).  A run that fails having changed nothing (git
+    refused the switch, a fetch failed first) leaves none of its own."""
+    if plan.kind == "export":
         yield None
         return
-    assert plan.commit is not None and plan.conversion is not None
-    marker = ctx.repo.git_dir / IN_PROGRESS
-    jr = journal.Journal.start(
-        marker, plan.commit, plan.tree, plan.conversion.any, previous=plan.previous
+    assert plan.commit is not None
+    fresh = plan.kind in ("fresh", "resume")
+    conversion = plan.conversion.any if plan.conversion is not None else True
+    head = journal.Header(
+        plan.commit, plan.tree, conversion, "fresh" if fresh else "switch", plan.earlier
     )
+    marker = ctx.repo.git_dir / IN_PROGRESS
+    ours = not marker.exists()
+    jr = journal.Journal.start(marker, head, previous=plan.previous)
     try:
         yield jr
+    except UNCHANGED:
+        if ours:
+            journal.remove(marker)
+        raise
     finally:
         jr.close()
     journal.remove(marker)
+
+
+def _remove_leftovers(plan: Plan) -> None:
+    """Before a fresh checkout writes: what interrupted runs of other trees left
+    (``decide/checkout.py``), and the directories that leaves empty."""
+    if plan.kind not in ("fresh", "resume") or not plan.delete:
+        return
+    from pcheckout.write.remove import delete_parallel, remove_empty_dirs
+
+    root_b = os.fsencode(plan.root)
+    delete_parallel(root_b, plan.delete, max(1, plan.workers.workers), plan.min_share)
+    remove_empty_dirs(root_b, set(plan.delete), plan.entries)
 
 
 def _move_head(ctx: Context, plan: Plan) -> HeadOutcome | None:

@@ -27,6 +27,7 @@ from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
 from pcheckout.session import Patterns, Run
 
 if TYPE_CHECKING:
+    from pcheckout.decide.worktree import Look
     from pcheckout.fs.detect import FsInfo
     from pcheckout.git import convert
     from pcheckout.git.sparse import Sparsity
@@ -51,7 +52,8 @@ def decide(run: Run, planned: Planned | None = None) -> Plan:
         # git's whole checkout: its two-way merge, its local-change protection and messages,
         # so neither tree is listed entry by entry for it (40k entries: ~60 ms each).
         fs, first = switch_workers(run, PARALLEL_THRESHOLD, run.ahead.finish(run.root))
-        if first.writer == "git" and not opts.force and not opts.dry_run:
+        # (not an interrupted switch: git's checkout would refuse its half-written paths)
+        if first.writer == "git" and not opts.force and not opts.dry_run and not found.previous:
             from pcheckout.decide import gitswitch
 
             return gitswitch.decide(run, fs)
@@ -139,8 +141,10 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
     fs, workers = plan_for(
         root, asked(run), entries=len(wanted), nbytes=nbytes, fs=run.ahead.finish(root)
     )
+    where = _Where(fs, workers.workers)
     if found.occupied and not found.resume:
-        _refuse_untracked(run, entries, wanted, _Where(fs, workers.workers))
+        _refuse_untracked(run, entries, wanted, where)
+    strays = _left_by_earlier_runs(run, entries, where) if found.resume else []
     if planned is not None:
         planned(workers, sel)
     conversion = plan_conversion(run, entries, sel, workers)
@@ -162,7 +166,9 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
         conversion=conversion,
         head=HeadMove(run.opts.rev, run.target),
         warnings=sel.warnings if sel is not None else (),
+        delete=strays,
         previous=found.previous if found.resume else None,
+        earlier=found.previous.trees if found.resume and found.previous else (),
         commit=run.target.commit,
         hooks=after_checkout(run),
     )
@@ -180,15 +186,37 @@ def _refuse_untracked(run: Run, entries: list[Entry], wanted: Sequence[int], whe
     restored before the checkout, say) keeps them and writes the tree, as git does, unless
     one is in the way of what it writes: then it refuses, as git does, and writes nothing
     (git's ``--force`` would overwrite them; pcheckout never does)."""
-    from pcheckout.decide.worktree import Look, refuse_untracked_in_the_way, stat_threads
+    from pcheckout.decide.worktree import refuse_untracked_in_the_way
 
-    ctx = run.ctx
-    threads = stat_threads(where.fs, where.workers, run.opts.stat_threads)
-    repo = ctx.repo
-    look = Look(ctx.git, os.fsencode(run.root), repo.index_path, repo.object_format, threads)
     paths = [entries[i].path for i in wanted]
     target = {e.path: e for e in entries}
-    refuse_untracked_in_the_way(look, paths, (), (), target)
+    refuse_untracked_in_the_way(_look(run, where), paths, (), (), target)
+
+
+def _left_by_earlier_runs(run: Run, entries: list[Entry], where: _Where) -> list[bytes]:
+    """The files interrupted checkouts of other trees left that this tree lacks: their
+    own (as their tree has it, or cut short) go; one changed since stays, untracked."""
+    previous = run.found.previous
+    assert previous is not None
+    others = [t for t in previous.trees if t != run.target.tree]
+    if not others:
+        return []
+    from pcheckout.decide.leftovers import earlier_tables, find
+
+    tables = earlier_tables(run.ctx.git, others, {})
+    ours = {e.path for e in entries}
+    paths = {p for table in tables for p in table if p not in ours}
+    left = find(_look(run, where), paths, tables, {})
+    return sorted(left.present)
+
+
+def _look(run: Run, where: _Where) -> Look:
+    from pcheckout.decide.worktree import Look, stat_rules, stat_threads
+
+    threads = stat_threads(where.fs, where.workers, run.opts.stat_threads)
+    ctx = run.ctx
+    root_b, repo, rules = os.fsencode(run.root), ctx.repo, stat_rules(ctx.config)
+    return Look(ctx.git, root_b, repo.index_path, repo.object_format, threads, rules)
 
 
 def _select(

@@ -40,6 +40,7 @@ def decide(run: Run, fs: FsInfo) -> Plan:
             run.opts.rev, run.target, symbolic_head(run.ctx.git, run.ctx.repo, run.ctx.config)
         ),
         commit=run.target.commit,
+        earlier=(run.target.head_tree,) if run.target.head_tree else (),
         changes=changes,
         hooks=after_checkout(run),
     )

@@ -79,11 +79,16 @@ class Plan(NamedTuple):
     #: how each entry converts; None where it is planned once a switch's missing blobs are
     #: fetched (a changed .gitattributes may be among them), or where git's writer converts
     conversion: ConversionPlan | None = None
-    delete: Sequence[bytes] = ()  # paths removed before anything is written (a switch)
+    #: paths removed before anything is written (a switch's; what interrupted runs of
+    #: other trees left, before a fresh checkout)
+    delete: Sequence[bytes] = ()
     kept: KeptEntries | None = None  # a switch's kept index entries (None: the entries alone)
     head: HeadMove | None = None  # None: HEAD does not move (an export)
     warnings: Sequence[str] = ()  # git's own warnings (sparse patterns), said as git says them
     previous: journal.Previous | None = None  # what an interrupted run left (a resume)
+    #: the trees interrupted runs before this one were writing or leaving (the journal
+    #: names them, so that a run interrupted again still knows whose files it finds)
+    earlier: tuple[str, ...] = ()
     commit: str | None = None  # the commit of ``tree``, where REV names one
     #: the whole target tree where ``entries`` is a part of it (a switch's conversion
     #: reads its .gitattributes)

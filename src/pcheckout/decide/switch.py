@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from pcheckout.decide.hooks import after_checkout
+from pcheckout.decide.leftovers import Leftovers, earlier_tables, find, touched
 from pcheckout.decide.merge import (
     Cone,
     Merge,
@@ -50,7 +51,12 @@ from pcheckout.session import Run
 from pcheckout.write.indexout import KeptEntries, index_version
 from pcheckout.write.partial import select
 
-__all__ = ["decide"]
+__all__ = ["FINISHING", "decide"]
+
+#: Why an interrupted switch is finished by pcheckout's engine: git's checkout would see
+#: the half-written paths as local changes and refuse (``git checkout -f`` would also
+#: discard the user's own).
+FINISHING = "pcheckout's engine finishes an interrupted switch (git's would refuse its paths)"
 
 
 class _Tables(NamedTuple):
@@ -79,7 +85,6 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     sparsity = load_sparsity(ctx.git, ctx.config, ctx.repo.git_dir)
     cone = _cone(tables.in_index, sparsity)
     merge = two_way_merge(tables.in_index, tables.head, tables.target, force=opts.force)
-    moves = cone_moves(merge.keep, cone)
     # Stat (and delete) in parallel where each call is a round trip; the count for these
     # comes from the same policy as the writers'.
     probe = asked(run, adapt=False)._replace(writer=None, git_version=(0, 0, 0), processes=None)
@@ -90,7 +95,10 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     look = Look(
         ctx.git, root_b, repo.index_path, repo.object_format, threads, stat_rules(ctx.config)
     )
-    dirty = _dirty(run, look, merge, moves[1], tables.in_index, cone) - cone.skipped
+    left = _leftovers(run, look, tables)
+    merge = _finishing(merge, left, tables)
+    moves = cone_moves(merge.keep, cone)
+    dirty = _dirty(run, look, merge, moves[1], tables.in_index, cone) - cone.skipped - left.ours
     plan = apply_local_changes(merge, tables.in_index, tables.target, dirty, force=opts.force)
     if plan.refused:
         raise LocalChangesError(
@@ -99,9 +107,42 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
             + "; commit or stash them, or use --force to discard them"
         )
     split = sparse_split(plan, tables.target, moves, cone, dirty)
-    refuse_untracked_in_the_way(look, split.write, split.remove, tables.in_index, tables.target)
+    # What interrupted runs created that the index does not track goes too (theirs, not
+    # the user's; written again where REV has it).
+    strays = sorted(p for p in left.present if p not in tables.in_index)
+    split = split._replace(remove=sorted({*split.remove, *strays}))
+    tracked = tables.in_index.keys() | left.ours
+    refuse_untracked_in_the_way(look, split.write, split.remove, tracked, tables.target)
     facts = _Facts(fs, entries, index.version, cone, sparsity, threads.min_share)
     return _plan(run, tables, plan.keep, split, facts)
+
+
+def _leftovers(run: Run, look: Look, tables: _Tables) -> Leftovers:
+    """What interrupted switches left (``decide/leftovers.py``): nothing without one."""
+    previous = run.found.interrupted
+    if previous is None:
+        return Leftovers(set(), set(), set())
+    target = run.target
+    listed = {target.tree: tables.target}
+    trees = list(previous.trees)
+    if target.head_tree is not None:
+        listed[target.head_tree] = tables.head
+        trees.append(target.head_tree)
+    earlier = earlier_tables(run.ctx.git, list(dict.fromkeys(trees)), listed)
+    return find(look, touched(earlier), earlier, tables.in_index)
+
+
+def _finishing(merge: Merge, left: Leftovers, tables: _Tables) -> Merge:
+    """The merge with what interrupted runs left brought to the target: each of their
+    paths moves to REV's entry (or goes), whatever the index says of it (the index is
+    still the one the first interrupted run began with, or the one it wrote)."""
+    if not left.ours:
+        return merge
+    ours = left.ours
+    keep = {p: e for p, e in merge.keep.items() if p not in ours}
+    tracked = [p for p in sorted(ours) if p in tables.in_index or p in tables.target]
+    change = [p for p in merge.change if p not in ours] + tracked
+    return Merge(keep, change, [p for p in merge.refused if p not in ours])
 
 
 def _cone(index: Mapping[bytes, ix.IndexEntry], sparsity: Sparsity | None) -> Cone:
@@ -160,6 +201,8 @@ def _plan(
     nbytes = sum(max(e.size, 0) for e in write_entries)
     n = len(write_entries) + len(split.remove)
     fs, workers = plan_for(run.root, asked(run), entries=n, nbytes=nbytes, fs=facts.fs)
+    if run.found.interrupted is not None and workers.writer == "git":
+        workers = workers._replace(writer="pcheckout", writer_reason=FINISHING)
     moved = set(split.flip_in) | set(split.flip_out)
     recorded = [_skip_worktree(tables.target[p]) for p in split.recorded]
     recorded += [_skip_worktree(_entry_of(tables.in_index[p])) for p in split.flip_out]
@@ -187,12 +230,22 @@ def _plan(
         delete=split.remove,
         kept=KeptEntries([e for p, e in keep.items() if p not in moved], recorded, version),
         head=HeadMove(opts.rev, run.target),
+        earlier=_earlier(run),
         warnings=_warnings(facts.sparsity, split.left),
         commit=run.target.commit,
         tree_entries=facts.entries,
         min_share=facts.min_share,
         hooks=after_checkout(run),
     )
+
+
+def _earlier(run: Run) -> tuple[str, ...]:
+    """The trees whose files this switch may leave if it is interrupted: where HEAD is,
+    and those interrupted switches before it were writing or leaving."""
+    previous = run.found.interrupted
+    trees = previous.trees if previous is not None else ()
+    head = run.target.head_tree
+    return tuple(dict.fromkeys((*trees, *([head] if head else []))))
 
 
 def _warnings(sparsity: Sparsity | None, left: list[bytes]) -> list[str]:

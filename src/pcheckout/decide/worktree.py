@@ -31,9 +31,13 @@ from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
 
 __all__ = [
+    "Look",
     "StatRules",
     "Threads",
+    "by_stat",
+    "content_oids",
     "dirty_paths",
+    "index_seconds",
     "modified",
     "refuse_untracked_in_the_way",
     "stat_rules",
@@ -125,15 +129,12 @@ def modified(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]:
     no local change (git writes it again); stat data that matches (and is not racy)
     means clean; a changed x bit (``core.fileMode``) or kind means changed; otherwise
     the content is hashed (through ``git hash-object``, so clean filters and eol apply)."""
-    try:
-        index_mtime = os.stat(look.index_path).st_mtime_ns // ix.NS_PER_S
-    except OSError:
-        index_mtime = 0
+    index_mtime = index_seconds(look)
     dirty: set[bytes] = set()
     suspects: list[ix.IndexEntry] = []
     stats = _lstat_many(look.root_b, [e.path for e in entries], look.threads)
     for e, st in zip(entries, stats, strict=True):
-        verdict = _by_stat(e, st, index_mtime, look.rules)
+        verdict = by_stat(e, st, index_mtime, look.rules)
         if verdict is True:
             dirty.add(e.path)
         elif verdict is None:
@@ -141,7 +142,15 @@ def modified(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]:
     return dirty | _by_content(look, suspects)
 
 
-def _by_stat(
+def index_seconds(look: Look) -> int:
+    """The index file's mtime in seconds (git's racy-clean check compares with it)."""
+    try:
+        return os.stat(look.index_path).st_mtime_ns // ix.NS_PER_S
+    except OSError:
+        return 0
+
+
+def by_stat(
     e: ix.IndexEntry, st: os.stat_result | None, index_mtime: int, rules: StatRules
 ) -> bool | None:
     """Whether ``e``'s file is changed by its stat data alone: True (changed), False
@@ -181,31 +190,39 @@ def _kind_changed(entry_mode: int, st_mode: int, rules: StatRules) -> bool:
 
 
 def _by_content(look: Look, suspects: list[ix.IndexEntry]) -> set[bytes]:
-    """Which of ``suspects`` hash to something other than their index entry."""
-    dirty: set[bytes] = set()
+    """Which of ``suspects`` hash to something other than their index entry (a symlink
+    entry checked out as a plain file, ``core.symlinks=false``, is hashed as a file)."""
+    links = {
+        e.path
+        for e in suspects
+        if e.mode == MODE_SYMLINK and os.path.islink(full_path(look.root_b, e.path))
+    }
+    oids = content_oids(look, [e.path for e in suspects], links)
+    return {e.path for e in suspects if oids.get(e.path) != e.oid.hex()}
+
+
+def content_oids(look: Look, paths: list[bytes], links: Collection[bytes]) -> dict[bytes, str]:
+    """The blob id each path's work-tree content would be stored as (a symlink's target
+    for those in ``links``; a file through ``git hash-object``, so clean filters and eol
+    apply); a path that cannot be read is left out."""
+    oids: dict[bytes, str] = {}
     files = []
-    for e in suspects:
-        full = full_path(look.root_b, e.path)
-        if e.mode == MODE_SYMLINK and os.path.islink(full):
-            target = os.readlink(full)
-            if blob_oid(target, look.hash_name) != e.oid.hex():
-                dirty.add(e.path)
+    for path in paths:
+        if path in links:
+            try:
+                oids[path] = blob_oid(os.readlink(full_path(look.root_b, path)), look.hash_name)
+            except OSError:
+                continue
         else:
-            files.append(e)
-    plain = [e for e in files if b"\n" not in e.path]
+            files.append(path)
+    plain = [p for p in files if b"\n" not in p]
     if plain:
-        out = look.git.out(
-            "hash-object", "--stdin-paths", input=b"".join(e.path + b"\n" for e in plain)
-        ).split()
-        for e, oid in zip(plain, out, strict=True):
-            if bytes.fromhex(oid.decode()) != e.oid:
-                dirty.add(e.path)
-    for e in files:
-        if b"\n" in e.path:
-            oid = look.git.out("hash-object", "--", os.fsdecode(e.path)).strip()
-            if bytes.fromhex(oid.decode()) != e.oid:
-                dirty.add(e.path)
-    return dirty
+        out = look.git.out("hash-object", "--stdin-paths", input=b"".join(p + b"\n" for p in plain))
+        oids.update(zip(plain, (o.decode() for o in out.split()), strict=True))
+    for path in files:
+        if b"\n" in path:
+            oids[path] = look.git.out("hash-object", "--", os.fsdecode(path)).strip().decode()
+    return oids
 
 
 def refuse_untracked_in_the_way(

@@ -26,9 +26,13 @@ record carries a CRC-32, so a batch torn by a kill is recognised and dropped;
 a resuming run cuts the file back to its last whole record before appending.
 
 The header is text (``pcheckout-in-progress 2``, ``commit``, ``tree``,
-``conversion``, an empty line).  A marker of an older pcheckout (the commit
-alone on one line) is read as a journal without records: every entry on disk
-is then verified by its content, as before.
+``conversion``, ``kind``, ``also``, an empty line).  ``kind`` is ``fresh`` (a checkout
+into a work tree without an index: records follow) or ``switch`` (a populated work tree
+moving to ``tree``: no records, the index and HEAD still name where it came from);
+``also`` lists the other trees that interrupted runs before this one were writing or
+leaving, so a re-run knows every tree whose files it may find (``decide/leftovers.py``).
+A marker of an older pcheckout (the commit alone on one line) is read as a journal
+without records: every entry on disk is then verified by its content, as before.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ import threading
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pcheckout.errors import WriteError
 from pcheckout.fdio import write_all
@@ -81,6 +86,13 @@ class Previous:
     #: bytes of header plus whole records (a resuming run appends after these)
     valid_length: int = 0
     version: int = 2
+    kind: str = "fresh"  # "fresh" or "switch" (see the module docstring)
+    also: tuple[str, ...] = ()  # the other trees interrupted runs were writing or leaving
+
+    @property
+    def trees(self) -> tuple[str, ...]:
+        """Every tree whose files the interrupted runs may have left: ``tree`` first."""
+        return tuple(dict.fromkeys(t for t in (self.tree, *self.also) if t))
 
 
 def read(path: str | bytes | os.PathLike[str]) -> Previous | None:
@@ -118,12 +130,37 @@ def parse(data: bytes) -> Previous:
             break  # a torn batch: everything after it is suspect
         done[i] = packed
         pos += size
-    return Previous(fields.get("commit", ""), fields.get("tree", ""),
-                    fields.get("conversion", "1") != "0", done, pos)  # fmt: skip
+    return Previous(
+        fields.get("commit", ""),
+        fields.get("tree", ""),
+        fields.get("conversion", "1") != "0",
+        done,
+        pos,
+        kind=fields.get("kind", "fresh"),
+        also=tuple(fields.get("also", "").split()),
+    )
+
+
+class Header(NamedTuple):
+    """What a journal's header says of its run (see the module docstring)."""
+
+    commit: str
+    tree: str
+    conversion: bool
+    kind: str = "fresh"
+    also: tuple[str, ...] = ()
+
+    def encode(self) -> bytes:
+        also = " ".join(t for t in self.also if t != self.tree)
+        text = (
+            f"commit {self.commit}\ntree {self.tree}\nconversion {int(self.conversion)}\n"
+            f"kind {self.kind}\nalso {also}\n\n"
+        )
+        return MAGIC + text.encode()
 
 
 def header(commit: str, tree: str, conversion: bool) -> bytes:
-    return MAGIC + f"commit {commit}\ntree {tree}\nconversion {int(conversion)}\n\n".encode()
+    return Header(commit, tree, conversion).encode()
 
 
 class Journal:
@@ -148,18 +185,16 @@ class Journal:
     def start(
         cls,
         path: str | bytes | os.PathLike[str],
-        commit: str,
-        tree: str,
-        conversion: bool,
+        head: Header,
         *,
         previous: Previous | None = None,
     ) -> Journal:
-        """Begin the journal before the first write: continue ``previous`` if it
-        is of the same tree (its records stay valid), else start afresh."""
+        """Begin the journal before the first write: continue ``previous`` if it is a
+        fresh checkout's of the same tree (its records stay valid), else start afresh."""
         p = os.fsencode(path)
         try:
-            if previous is not None and previous.version == 2 and previous.tree == tree \
-                    and previous.valid_length:  # fmt: skip
+            if _continues(previous, head):
+                assert previous is not None
                 fd = os.open(p, _O_APPEND)
                 try:
                     os.ftruncate(fd, previous.valid_length)  # drop a torn batch
@@ -169,7 +204,7 @@ class Journal:
                 return cls(p, fd, continued=True)
             fd = os.open(p, _O_APPEND | os.O_CREAT | os.O_TRUNC, 0o666)
             try:
-                write_all(fd, header(commit, tree, conversion))
+                write_all(fd, head.encode())
             except BaseException:
                 os.close(fd)
                 raise
@@ -216,6 +251,14 @@ class Journal:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _continues(previous: Previous | None, head: Header) -> bool:
+    """Whether a run of ``head`` appends to ``previous``'s journal: both a fresh
+    checkout's of the same tree, with whole records to keep."""
+    if previous is None or previous.version != 2 or not previous.valid_length:
+        return False
+    return previous.kind == head.kind == "fresh" and previous.tree == head.tree
 
 
 # -- proving what a previous run completed ------------------------------------------------
@@ -292,6 +335,7 @@ OnDone = Callable[[int, bytes], None]
 __all__ = [
     "FLUSH_RECORDS",
     "MAGIC",
+    "Header",
     "Journal",
     "OnDone",
     "Previous",

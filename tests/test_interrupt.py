@@ -1,0 +1,272 @@
+"""An interrupted run (SIGKILL, SIGINT, SIGTERM; a switch or a fresh checkout; either
+writer) is finished by the command its message prints, to exactly git's result; another
+REV after an interruption ends exactly at that REV, nothing of the first left behind;
+a file changed by the user after the interruption is a local change, as git protects
+one."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import assert_same_as_git, clone_with_git, git, make_repo, run_cli, write_tree_files
+from killhelp import HANG_S, leftovers
+
+from pcheckout.session import IN_PROGRESS
+
+#: ``python -c STOPPER WHAT N SIG ARGS...``: the CLI, stopped by signal SIG when it writes
+#: the N-th work-tree file (WHAT "write") or removes the N-th path (WHAT "delete"); KILL
+#: kills its whole process group (git's and the writers' processes too).
+STOPPER = r"""
+import os, signal, sys, threading, time
+what, n, sig = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+count = [0]
+lock = threading.Lock()
+
+def stop():
+    with lock:
+        count[0] += 1
+        if count[0] != n:
+            return
+    if sig == "KILL":
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    os.kill(os.getpid(), getattr(signal, "SIG" + sig))
+    time.sleep(0.5)
+
+def in_work_tree(name):
+    return b"/.git/" not in name and not name.startswith(b"pipe:")
+
+import pcheckout.fdio as fdio
+real_write_all = fdio.write_all
+def write_all(fd, data):
+    if what == "write":
+        try:
+            name = os.fsencode(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            name = b"pipe:"
+        if in_work_tree(name):
+            stop()
+    return real_write_all(fd, data)
+fdio.write_all = write_all
+
+real_unlink = os.unlink
+def unlink(path, *a, **k):
+    if what == "delete" and in_work_tree(os.fsencode(path)):
+        stop()
+    return real_unlink(path, *a, **k)
+os.unlink = unlink
+
+from pcheckout.cli.main import main
+sys.exit(main(sys.argv[4:]))
+"""
+
+A = {
+    b"keep.txt": b"same in every commit\n",
+    b"mod.txt": b"A's version\n",
+    b"gone/one.txt": b"only in A\n",
+    b"gone/two.txt": b"only in A too\n",
+    b"tool.sh": b"#!/bin/sh\necho A\n",
+    b"link": ("l", b"keep.txt"),
+    **{b"many/f%03d.txt" % i: b"A %d\n" % i for i in range(40)},
+}
+B = {
+    b"keep.txt": b"same in every commit\n",
+    b"mod.txt": b"B's version, longer than A's\n",
+    b"tool.sh": ("x", b"#!/bin/sh\necho B\n"),
+    b"link": ("l", b"mod.txt"),
+    b"new/dir/added.txt": b"only in B\n",
+    **{b"many/f%03d.txt" % i: b"B %d\n" % i for i in range(40)},
+    **{b"more/g%03d.txt" % i: b"B only %d\n" % i for i in range(20)},
+}
+C = {
+    b"keep.txt": b"same in every commit\n",
+    b"mod.txt": b"C's version\n",
+    b"gone/one.txt": b"back in C\n",
+    b"tool.sh": b"#!/bin/sh\necho C\n",
+    **{b"many/f%03d.txt" % i: b"C %d\n" % i for i in range(0, 40, 2)},
+}
+
+
+def _commit(repo: Path, files: dict[bytes, bytes | tuple[str, bytes]], branch: str) -> None:
+    git(repo, "checkout", "-q", "-b", branch, "main")
+    git(repo, "rm", "-q", "-r", ".")
+    write_tree_files(repo, files)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", branch)
+
+
+@pytest.fixture
+def src(tmp_path: Path) -> Path:
+    repo = make_repo(tmp_path, A)
+    _commit(repo, B, "b")
+    _commit(repo, C, "c")
+    git(repo, "checkout", "-q", "main")
+    return repo
+
+
+def _stopped(
+    ours: Path, args: list[str], what: str, n: int, sig: str
+) -> subprocess.CompletedProcess[str]:
+    """The CLI run in ``ours``, stopped at its ``n``-th write or delete."""
+    cmd = [sys.executable, "-c", STOPPER, what, str(n), sig, "checkout", "-C", str(ours), *args]
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, timeout=HANG_S, start_new_session=True
+    )
+    assert leftovers(ours) == []
+    return proc
+
+
+def _finish_command(err: str) -> list[str]:
+    """The command the interruption's message says finishes the run."""
+    assert "to finish, run: pcheckout checkout " in err, err
+    line = err.strip().splitlines()[-1]
+    words = line.split("to finish, run: ", 1)[1].split()
+    assert words[:2] == ["pcheckout", "checkout"]
+    return words[2:]
+
+
+WRITERS = ["pcheckout", "git"]
+
+
+@pytest.mark.parametrize(
+    ("what", "n", "sig"),
+    [
+        ("write", 1, "KILL"),
+        ("write", 30, "KILL"),
+        ("write", 55, "INT"),
+        ("delete", 2, "KILL"),
+        ("write", 10, "TERM"),
+    ],
+)
+def test_an_interrupted_switch_is_finished_by_the_command_it_prints(
+    src: Path, tmp_path: Path, what: str, n: int, sig: str
+) -> None:
+    ours = clone_with_git(src, tmp_path / "ours", rev="main")
+    proc = _stopped(ours, ["--writer", "pcheckout", "-j", "4", "b"], what, n, sig)
+    assert proc.returncode != 0, proc.stderr
+    assert (ours / ".git" / IN_PROGRESS).exists()
+    if sig != "KILL":
+        assert proc.returncode == 128 + getattr(signal, "SIG" + sig), proc.stderr
+        again = _finish_command(proc.stderr)
+        assert again == ["-C", str(ours), "b"]
+    again = run_cli("checkout", "-C", str(ours), "b")
+    assert again.returncode == 0, again.stderr
+    assert not (ours / ".git" / IN_PROGRESS).exists()
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs", rev="b"))
+    assert git(ours, "reflog", "-1", "--format=%gs").startswith(b"checkout: moving from main to b")
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_another_rev_after_an_interrupted_switch_leaves_nothing_of_the_first(
+    src: Path, tmp_path: Path, writer: str
+) -> None:
+    ours = clone_with_git(src, tmp_path / "ours", rev="main")
+    proc = _stopped(ours, ["--writer", "pcheckout", "-j", "2", "b"], "write", 35, "KILL")
+    assert proc.returncode != 0
+    again = run_cli("checkout", "-C", str(ours), "--writer", writer, "c")
+    assert again.returncode == 0, again.stderr
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs", rev="c"))
+    assert not (ours / "more").exists() and not (ours / "new").exists()
+
+
+def test_switching_back_after_an_interrupted_switch_restores_where_it_began(
+    src: Path, tmp_path: Path
+) -> None:
+    ours = clone_with_git(src, tmp_path / "ours", rev="main")
+    assert _stopped(ours, ["-j", "2", "b"], "write", 20, "KILL").returncode != 0
+    # interrupted again, on the way to c
+    assert _stopped(ours, ["-j", "2", "c"], "write", 5, "KILL").returncode != 0
+    again = run_cli("checkout", "-C", str(ours), "main")
+    assert again.returncode == 0, again.stderr
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs", rev="main"))
+
+
+def test_a_change_made_after_the_interruption_is_a_local_change(src: Path, tmp_path: Path) -> None:
+    ours = clone_with_git(src, tmp_path / "ours", rev="main")
+    assert _stopped(ours, ["-j", "2", "b"], "write", 40, "KILL").returncode != 0
+    (ours / "mod.txt").write_bytes(b"the user's own words\n")
+    refused = run_cli("checkout", "-C", str(ours), "c")
+    assert refused.returncode == 1
+    assert "mod.txt" in refused.stderr and "local changes" in refused.stderr
+    assert (ours / "mod.txt").read_bytes() == b"the user's own words\n"
+    assert (ours / ".git" / IN_PROGRESS).exists()  # still to be finished
+    forced = run_cli("checkout", "-C", str(ours), "--force", "c")
+    assert forced.returncode == 0, forced.stderr
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs", rev="c"))
+
+
+def test_an_untracked_file_made_after_the_interruption_is_kept(src: Path, tmp_path: Path) -> None:
+    ours = clone_with_git(src, tmp_path / "ours", rev="main")
+    assert _stopped(ours, ["-j", "2", "b"], "write", 30, "KILL").returncode != 0
+    (ours / "notes.txt").write_bytes(b"mine\n")
+    again = run_cli("checkout", "-C", str(ours), "b")
+    assert again.returncode == 0, again.stderr
+    assert (ours / "notes.txt").read_bytes() == b"mine\n"
+    (ours / "notes.txt").unlink()
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs", rev="b"))
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_another_rev_after_an_interrupted_fresh_checkout_leaves_nothing_of_the_first(
+    src: Path, tmp_path: Path, writer: str
+) -> None:
+    ours = tmp_path / "ours"
+    git(tmp_path, "clone", "-q", "--no-checkout", str(src), str(ours))
+    assert _stopped(ours, ["-j", "2", "b"], "write", 50, "KILL").returncode != 0
+    assert (ours / "more").exists()
+    again = run_cli("checkout", "-C", str(ours), "--writer", writer, "c")
+    assert again.returncode == 0, again.stderr
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs", rev="c"))
+
+
+def test_a_switch_git_refuses_leaves_no_journal(src: Path, tmp_path: Path) -> None:
+    ours = clone_with_git(src, tmp_path / "ours", rev="main")
+    (ours / "mod.txt").write_bytes(b"edited\n")
+    refused = run_cli("checkout", "-C", str(ours), "--writer", "git", "b")
+    assert refused.returncode != 0
+    assert not (ours / ".git" / IN_PROGRESS).exists()
+
+
+def _slow_filter(work: Path, mark: Path) -> None:
+    """One path of ``many/`` written through a smudge filter that waits (once, until
+    ``mark`` exists) before passing the bytes on: a switch stopped in the middle."""
+    (work / ".git" / "info").mkdir(exist_ok=True)
+    (work / ".git" / "info" / "attributes").write_bytes(b"many/f020.txt filter=slow\n")
+    wait = f"test -e '{mark}' || {{ touch '{mark}'; sleep 60; }}; cat"
+    git(work, "config", "filter.slow.smudge", f'sh -c "{wait}"')
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+@pytest.mark.parametrize("writer", WRITERS)
+def test_a_switch_interrupted_while_a_writer_waits_is_finished(
+    src: Path, tmp_path: Path, writer: str, sig: signal.Signals
+) -> None:
+    ours = clone_with_git(src, tmp_path / "ours", rev="main")
+    mark = tmp_path / "mark"
+    _slow_filter(ours, mark)
+    cmd = [sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours), "--writer", writer]
+    proc = subprocess.Popen(
+        [*cmd, "-j", "1", "b"], stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    deadline = time.monotonic() + HANG_S
+    while not mark.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    os.killpg(proc.pid, sig)
+    _, err = proc.communicate(timeout=HANG_S)
+    assert proc.returncode != 0
+    assert (ours / ".git" / IN_PROGRESS).exists()
+    if sig == signal.SIGINT:
+        assert _finish_command(err) == ["-C", str(ours), "b"]
+    again = run_cli("checkout", "-C", str(ours), "b")
+    assert again.returncode == 0, again.stderr
+    theirs = clone_with_git(src, tmp_path / "theirs", rev="main")
+    _slow_filter(theirs, mark)
+    git(theirs, "checkout", "-q", "b")
+    assert_same_as_git(ours, theirs)
