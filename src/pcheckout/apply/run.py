@@ -36,8 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["apply"]
 
-#: Failures that leave the work tree as it was: git refused the switch, or a switch's
-#: fetch failed before anything changed.
+#: Failures that leave a switch's work tree as it was: git refused it, or its fetch
+#: failed before anything changed.
 UNCHANGED = (GitRefusedError, PromisorFetchError)
 
 
@@ -115,7 +115,7 @@ def _journal(ctx: Context, plan: Plan) -> Iterator[journal.Journal | None]:
     try:
         yield jr
     except UNCHANGED:
-        if ours:
+        if ours and not fresh:  # (a fresh checkout's fetches run while it writes)
             journal.remove(marker)
         raise
     finally:
