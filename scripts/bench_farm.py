@@ -3,13 +3,15 @@
 
     python3 scripts/bench_farm.py [--clients 8,32] [--slots 16] [--latency-ms 1.0]
         [--files 4800] [--attributes gitlike] [--rounds 3] [--git-workers 32] [--rows REGEX]
+        [--ceilings 8,16]
 
 One latencyfs server that serves ``--slots`` requests at a time (``--max-inflight``),
 ``--latency-ms`` each: the farm's shared file server, mounted once per client as every host
 of a farm mounts the export (the mounts share the slots through ``--slots-name``; one mount
 for all would also hold one open descriptor per inode of every client's tree in one daemon,
 beyond this machine's limit of 20,000).  For every client count and every row
-(pcheckout auto; git with ``checkout.workers=--git-workers``), interleaved over ``--rounds``
+(pcheckout auto, and capped at each of ``--ceilings`` by ``PCHECKOUT_MAX_WORKERS`` as a
+farm's admin caps it; git with ``checkout.workers=--git-workers``), interleaved over ``--rounds``
 rounds, on a fresh mount each time: N ``git clone --no-checkout --shared`` in the backing
 directory (untimed), then N checkouts started together.  Reported per row, medians over the
 rounds:
@@ -22,6 +24,9 @@ rounds:
 * **server busy**: the time the slots were really held (latency, the operation, the reply)
   over slots x batch: how much of the batch the server worked;
 * **requests per file**, everything the server saw (start-up included) / (N x entries);
+* **machine CPU**: the share of the machine's CPU time (all CPUs, /proc/stat) that was busy
+  during the batch: the clients, the server's daemons and the kernel share these CPUs here,
+  so near 100 % the batch waits for CPUs, not for the server;
 * for pcheckout, what the clients' adaptive controllers did (from each one's ``--json``): the
   share that adapted (from 10,000 entries), the share that found the server saturated
   (latency per file rising while files/s stayed flat), the median count at start and end.
@@ -76,11 +81,18 @@ class Row(NamedTuple):
     argv: tuple[str, ...]  # the checkout command, ``{W}`` standing for the work tree
 
 
-def rows(git_workers: int) -> list[Row]:
+def rows(git_workers: int, ceilings: list[int]) -> list[Row]:
+    """pcheckout auto (and under each ceiling, as a farm's admin sets one: a git config
+    pcheckout.maxWorkers or PCHECKOUT_MAX_WORKERS), git with ``git_workers``."""
     pc = bench.pcheckout_cmd()
+    # --json: each client's plan and what its adaptive controller did (a saturated server)
+    auto = (*pc, "checkout", "-C", "{W}", "--json")
     return [
-        # --json: each client's plan and what its adaptive controller did (a saturated server)
-        Row("pcheckout auto", (*pc, "checkout", "-C", "{W}", "--json")),
+        Row("pcheckout auto", auto),
+        *(
+            Row(f"pcheckout auto, ceiling {n}", ("env", f"PCHECKOUT_MAX_WORKERS={n}", *auto))
+            for n in ceilings
+        ),
         Row(
             f"git checkout.workers={git_workers}",
             ("git", "-C", "{W}", "-c", f"checkout.workers={git_workers}", "checkout", "-f", "HEAD"),
@@ -157,6 +169,7 @@ def one_batch(farm: Farm, row: Row, clients: int, check: bool) -> dict[str, Any]
                     )
                 )
             before = [latencyfs.read_stats(f) for f in stats]
+            cpu_before = _cpu_ticks()
             threads = []
             for i in range(clients):
                 argv = [a.replace("{W}", str(farm.scratch / f"m{i}")) for a in row.argv]
@@ -165,6 +178,7 @@ def one_batch(farm: Farm, row: Row, clients: int, check: bool) -> dict[str, Any]
                 threads.append(t)
             for t in threads:
                 t.join()
+            cpu_busy = _busy_share(cpu_before, _cpu_ticks())
     finally:
         latencyfs.unlink_slots(slots)
     counted: dict[str, int] = {}
@@ -186,8 +200,22 @@ def one_batch(farm: Farm, row: Row, clients: int, check: bool) -> dict[str, Any]
         "floor_s": requests * farm.latency_ms / 1000 / farm.slots,
         # what the slots were really held for (latency, operation, reply), per slot
         "busy_s": counted.get("slot_busy_ns", 0) / 1e9 / farm.slots,
+        "cpu_busy": cpu_busy,
         "problem": problem,
     }
+
+
+def _cpu_ticks() -> tuple[int, int]:
+    """The machine's (busy, total) CPU ticks so far, over all CPUs (/proc/stat's cpu line)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+def _busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total else float("nan")
 
 
 def _median(values: list[float]) -> float:
@@ -201,6 +229,7 @@ def summary(runs: list[dict[str, Any]], entries: int, clients: int) -> dict[str,
         "floor_s": _median([r["floor_s"] for r in ok]),
         "batch_vs_floor": _median([r["batch_s"] / r["floor_s"] for r in ok]),
         "busy_vs_batch": _median([r["busy_s"] / r["batch_s"] for r in ok]),
+        "cpu_busy": _median([r.get("cpu_busy", float("nan")) for r in ok]),
         "slowest_vs_median": _median([r["client_s"][-1] / _median(r["client_s"]) for r in ok]),
         "client_median_s": _median([_median(r["client_s"]) for r in ok]),
         "requests_per_file": _median([r["requests_total"] / (entries * clients) for r in ok]),
@@ -243,15 +272,16 @@ def markdown(table: dict[str, Any]) -> str:
         f"{table['rounds']} rounds*",
         "",
         "| row | batch s | server floor s | batch ÷ floor | server busy | slowest ÷ median "
-        "client | median client s | requests/file | waited for a slot |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "client | median client s | requests/file | waited for a slot | machine CPU |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, s in table["summary"].items():
         lines.append(
             f"| {name} | {s['batch_s']:.2f} | {s['floor_s']:.2f} | {s['batch_vs_floor']:.3f} | "
             f"{100 * s['busy_vs_batch']:.0f} % | {s['slowest_vs_median']:.3f} | "
             f"{s['client_median_s']:.2f} | "
-            f"{s['requests_per_file']:.2f} | {100 * s['slot_waits_per_request']:.0f} % |"
+            f"{s['requests_per_file']:.2f} | {100 * s['slot_waits_per_request']:.0f} % | "
+            f"{100 * s['cpu_busy']:.0f} % |"
         )
     for name, s in table["summary"].items():
         if "adapting" in s:
@@ -298,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--attributes", default="gitlike", choices=genrepo.ATTRIBUTE_SETS)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--git-workers", type=int, default=32)
+    ap.add_argument(
+        "--ceilings", default="", help="comma list: a pcheckout row capped at each count"
+    )
     ap.add_argument("--rows", default=None, help="only the rows whose name matches (regex)")
     ap.add_argument("--repo-dir", type=Path, default=PROJECT / "bench-out" / "repos")
     ap.add_argument("--out", type=Path, default=PROJECT / "bench-out" / "farm.json")
@@ -326,7 +359,9 @@ def main(argv: list[str] | None = None) -> int:
     a.out.parent.mkdir(parents=True, exist_ok=True)
     try:
         for n in (int(x) for x in a.clients.split(",")):
-            chosen = [r for r in rows(a.git_workers) if re.search(a.rows or "", r.name)]
+            ceilings = [int(x) for x in a.ceilings.split(",") if x]
+            every = rows(a.git_workers, ceilings)
+            chosen = [r for r in every if re.search(a.rows or "", r.name)]
             table = run_table(farm, n, chosen, a.rounds)
             result["tables"].append(table)
             print(markdown(table), flush=True)
