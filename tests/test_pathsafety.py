@@ -14,8 +14,11 @@ from pcheckout.git.pathsafety import (
     PROTECT_NTFS_DEFAULT,
     check_path,
     check_tree,
+    listing_looks_safe,
     protections_from_config,
 )
+from pcheckout.git.runner import MIN_GIT, Git
+from pcheckout.git.tree import Entry, RootedListing, list_rooted
 
 FILE = 0o100644
 EXEC = 0o100755
@@ -634,3 +637,82 @@ def test_switch_to_a_duplicate_path_is_refused(tmp_path: Path, writer: str) -> N
     target = _tree(repo, [one, (b"100644", b"a", _blob(repo, b"2"))])
     message = _switch_refused(repo, tmp_path, head, target, writer)
     assert message == "refusing to check out: 'a' is listed twice in the tree"
+
+
+# ---------------------------------------------------------------------------
+# A fresh checkout's listing beside round 1 is checked on its records
+# (listing_looks_safe), unparsed: it must say "look closer" for every tree
+# check_tree refuses, and a fresh checkout by either writer refuses them.
+
+
+def _rooted(repo: Path, tree: bytes) -> RootedListing:
+    commit = _git(repo, "commit-tree", "-m", "rooted", tree.decode()).strip().decode()
+    return list_rooted(Git(repo, version=(*MIN_GIT, 0)), commit)
+
+
+def _hostile_trees(repo: Path, hfs: bool = True) -> list[bytes]:
+    trees = []
+    for path, mode, _ in HOSTILE:
+        if not hfs and ZWNJ in path:
+            continue
+        leaf = _blob(repo, b"../../x" if mode == b"120000" else b"x\n")
+        trees.append(_nest(repo, path, (mode, leaf)))
+    link, inner = _blob(repo, b"/tmp"), _tree(repo, [(b"100755", b"evil", _blob(repo))])
+    trees.append(_tree(repo, [(b"120000", b"link", link), (b"40000", b"link", inner)]))
+    trees.append(_tree(repo, [(b"40000", b"link", inner), (b"120000", b"link", link)]))
+    one, two = _blob(repo, b"1"), _blob(repo, b"2")
+    trees.append(_tree(repo, [(b"100644", b"a", one), (b"100644", b"a", two)]))
+    trees.append(_tree(repo, [(b"100644", b"../../escape", one)]))
+    trees.append(_tree(repo, [(b"100644", b"/etc/passwd", one)]))
+    return trees
+
+
+def test_the_listing_check_looks_closer_at_every_hostile_tree(tmp_path: Path) -> None:
+    repo = _own_repo(tmp_path)
+    for tree in _hostile_trees(repo):
+        listing = _rooted(repo, tree)
+        assert not listing_looks_safe(listing, {"core.protecthfs": "true"}), listing.raw
+        assert listing.entries == [Entry(p, m, o, -1) for p, m, o in _listing_ids(repo, tree)]
+
+
+def test_the_listing_check_passes_odd_but_legal_trees(tmp_path: Path) -> None:
+    repo = _own_repo(tmp_path)
+    names = [b"line\nbreak", b"tab\tname", b"latin1-\xe9\xff", b".gitfoo", b"a..b", b"..."]
+    sub = _tree(repo, [(b"100644", n, _blob(repo, n)) for n in sorted(names)])
+    gitlink = b"1" * 40
+    top = [(b"40000", b"dir", sub), (b"120000", b"link", _blob(repo, b"dir"))]
+    tree = _tree(repo, [*top, (b"160000", b"sub", gitlink), (b"100644", b"x", _blob(repo))])
+    listing = _rooted(repo, tree)
+    assert listing_looks_safe(listing, {"core.protecthfs": "true"})
+    assert len(listing) == len(names) + 3
+    assert listing.paths()[:2] == [b"dir", b"dir/" + sorted(names)[0]]
+    assert listing.tree_id("sha1") == tree.decode()
+    assert listing.has_file(b"x") and not listing.has_file(b"dir")
+    check_tree([(e.path, e.mode) for e in listing])
+
+
+def _listing_ids(repo: Path, tree: bytes) -> list[tuple[bytes, int, str]]:
+    commit = _git(repo, "commit-tree", "-m", "hostile", tree.decode()).strip()
+    out = _git(repo, "ls-tree", "-r", "-z", "--full-tree", commit.decode())
+    rows = []
+    for record in out.split(b"\x00")[:-1]:
+        meta, _, path = record.partition(b"\t")
+        mode, _, oid = meta.split(b" ")
+        rows.append((path, int(mode, 8), oid.decode()))
+    return rows
+
+
+@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+def test_a_fresh_checkout_of_a_hostile_tree_writes_nothing(tmp_path: Path, writer: str) -> None:
+    from pcheckout.checkout import CheckoutOptions, checkout
+
+    repo = _own_repo(tmp_path)
+    for k, tree in enumerate(_hostile_trees(repo, hfs=PROTECT_HFS_DEFAULT)):
+        commit = _git(repo, "commit-tree", "-m", "hostile", tree.decode()).strip().decode()
+        work = tmp_path / f"w{k}"
+        clone = ["git", "clone", "-q", "--no-checkout", "--shared", str(repo), str(work)]
+        subprocess.run(clone, check=True, capture_output=True)
+        with pytest.raises(UnsafeTreeError, match="^refusing to check out: "):
+            checkout(CheckoutOptions(directory=work, rev=commit, writer=writer))
+        assert sorted(os.listdir(work)) == [".git"]
+        assert not (work / ".git" / "index").exists()

@@ -25,7 +25,7 @@ from pcheckout.git.config import read_config
 from pcheckout.git.lock import IndexLock
 from pcheckout.git.refs import Target, prior_checkout, resolve_target
 from pcheckout.git.runner import MIN_GIT, Git, discover, git_version
-from pcheckout.git.tree import Entry, RootedListing, list_rooted
+from pcheckout.git.tree import RootedListing, list_rooted
 from pcheckout.options import CheckoutOptions
 from pcheckout.write import journal
 
@@ -64,7 +64,7 @@ class Found(NamedTuple):
     occupied: list[bytes]  # names in the work tree besides .git
     previous: journal.Previous | None  # an interrupted checkout's or switch's journal, if any
     switching: bool  # populated, with an index: an incremental switch
-    listed: list[Entry] | None = None  # the target's entries, if listed beside round 1
+    listed: RootedListing | None = None  # the target's entries, if listed beside round 1
     patterns: Patterns | None = None  # the sparse pattern file, if read beside round 1
 
     @property
@@ -205,7 +205,7 @@ def _found(ctx: Context, rev: str, target: Target, early: _Early | None, work_tr
     patterns = None
     if early is not None:
         if early.listing.tree_id(repo.object_format) == target.tree:
-            listed = early.listing.entries
+            listed = early.listing
         else:
             ctx.ui.debug(f"{rev} was listed as another tree than {target.tree}: listed again")
         if Path(early.git_dir).resolve() == repo.git_dir:

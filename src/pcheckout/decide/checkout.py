@@ -20,9 +20,9 @@ from pcheckout.decide.hooks import after_checkout
 from pcheckout.decide.plan import Counts, HeadMove, Plan
 from pcheckout.decide.workers import asked, switch_workers
 from pcheckout.git.config import config_bool
-from pcheckout.git.pathsafety import check_entries
+from pcheckout.git.pathsafety import check_entries, listing_looks_safe
 from pcheckout.git.promisor import local_objects, promisor_remotes
-from pcheckout.git.tree import Entry, list_tree
+from pcheckout.git.tree import Entry, RootedListing, list_tree
 from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
 from pcheckout.session import Patterns, Run
 
@@ -58,14 +58,16 @@ def decide(run: Run, planned: Planned | None = None) -> Plan:
 
             return gitswitch.decide(run, fs)
     listing = _list(run, partial and not found.switching, sizes)
-    check_entries(listing.entries, ctx.config)
+    entries = listing.entries
+    if not (isinstance(entries, RootedListing) and listing_looks_safe(entries, ctx.config)):
+        check_entries(entries, ctx.config)
     if found.switching:
         # Imported here, as are the engine's modules: where git's writer runs they are
         # never used, and importing them cost ~25 ms of CPU before git's writer could start
         # (docs/benchmarks.md, start-up).
         from pcheckout.decide import switch
 
-        return switch.decide(run, listing.entries, listing.head_entries, fs)
+        return switch.decide(run, _parsed(entries), listing.head_entries, fs)
     return _fresh(run, listing, sizes, planned)
 
 
@@ -73,7 +75,7 @@ class _Listing(NamedTuple):
     """The target's entries, HEAD's beside them when switching, and what a fresh checkout
     reads beside them: a partial clone's local objects, a sparse checkout's rules."""
 
-    entries: list[Entry]
+    entries: list[Entry] | RootedListing  # listed beside round 1: parsed where used
     head_entries: list[Entry]
     have: set[str] | None
     sparsity: Sparsity | None
@@ -93,7 +95,7 @@ def _list(run: Run, partial: bool, sizes: bool) -> _Listing:
     return _Listing(entries, head_entries, have, sparsity)
 
 
-def _entries(run: Run, sizes: bool) -> tuple[list[Entry], list[Entry]]:
+def _entries(run: Run, sizes: bool) -> tuple[list[Entry] | RootedListing, list[Entry]]:
     """The target's entries, and HEAD's beside them when switching.  Sizes cost git a
     header read per blob; only the dry run reports them."""
     found, target, git = run.found, run.target, run.ctx.git
@@ -141,10 +143,12 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
     fs, workers = plan_for(
         root, asked(run), entries=len(wanted), nbytes=nbytes, fs=run.ahead.finish(root)
     )
+    if workers.writer != "git" or run.opts.dry_run:
+        entries = _parsed(entries)  # a listing beside round 1 is parsed only for the engine
     where = _Where(fs, workers.workers)
     if found.occupied and not found.resume:
         _refuse_untracked(run, entries, wanted, where)
-    strays = _left_by_earlier_runs(run, entries, where) if found.resume else []
+    strays = _left_by_earlier_runs(run, _parsed(entries), where) if found.resume else []
     if planned is not None:
         planned(workers, sel)
     conversion = plan_conversion(run, entries, sel, workers)
@@ -181,7 +185,9 @@ class _Where(NamedTuple):
     workers: int
 
 
-def _refuse_untracked(run: Run, entries: list[Entry], wanted: Sequence[int], where: _Where) -> None:
+def _refuse_untracked(
+    run: Run, entries: Sequence[Entry], wanted: Sequence[int], where: _Where
+) -> None:
     """A fresh checkout into a work tree that holds files already (no index: a CI cache
     restored before the checkout, say) keeps them and writes the tree, as git does, unless
     one is in the way of what it writes: then it refuses, as git does, and writes nothing
@@ -219,8 +225,13 @@ def _look(run: Run, where: _Where) -> Look:
     return Look(ctx.git, root_b, repo.index_path, repo.object_format, threads, rules)
 
 
+def _parsed(entries: Sequence[Entry]) -> list[Entry]:
+    """``entries`` as a list (a listing beside round 1 is parsed on first use)."""
+    return entries.entries if isinstance(entries, RootedListing) else list(entries)
+
+
 def _select(
-    ctx: Context, entries: list[Entry], have: set[str] | None, sparsity: Sparsity | None
+    ctx: Context, entries: Sequence[Entry], have: set[str] | None, sparsity: Sparsity | None
 ) -> Selection | None:
     """What is written.  None: everything, and every blob is here (no sparse checkout, no
     promisor remote); only then are git.sparse and write.partial (with the engine they
@@ -232,11 +243,11 @@ def _select(
         return None
     from pcheckout.write.partial import select
 
-    return select(ctx, entries, sparsity, have=have)
+    return select(ctx, _parsed(entries), sparsity, have=have)
 
 
 def plan_conversion(
-    run: Run, entries: list[Entry], sel: Selection | None, workers: WorkerPlan
+    run: Run, entries: Sequence[Entry], sel: Selection | None, workers: WorkerPlan
 ) -> convert.ConversionPlan:
     """Which paths convert, and how (``git/convert.py``)."""
     from pcheckout.git import attributes, convert  # (imported beside round 1: session.Ahead)
@@ -245,10 +256,14 @@ def plan_conversion(
     if workers.writer == "git" and not dry_run:
         # git converts as it writes: only where attributes could come from is reported
         # (the per-path lookup is a check-attr process over every path, for the engine).
+        has = None
+        if isinstance(entries, RootedListing):
+            has = entries.has_file(attributes.GITATTRIBUTES)
         sources = attributes.conversion_sources(
-            entries, ctx.config, ctx.repo.common_dir, ctx.environ
+            entries, ctx.config, ctx.repo.common_dir, ctx.environ, has_gitattributes=has
         )
         return convert.ConversionPlan(sources, [])
+    entries = _parsed(entries)
     only = None if sel is None else sel.wanted
     unknown = 0
     if sel is not None and dry_run:

@@ -73,8 +73,12 @@ def conversion_sources(
     config: Mapping[str, str],
     common_dir: Path,
     environ: Mapping[str, str] | None = None,
+    *,
+    has_gitattributes: bool | None = None,
 ) -> list[str]:
-    """Where attributes or eol settings could come from (empty: nothing converts).
+    """Where attributes or eol settings could come from (empty: nothing converts);
+    ``has_gitattributes``: whether the tree has a ``.gitattributes``, where the caller
+    knows (None: looked up in ``entries``).
 
     ``core.autocrlf=input`` converts only when adding, and ``core.eol`` or
     ``filter.*`` alone select nothing without an attribute, so they are not
@@ -83,8 +87,11 @@ def conversion_sources(
     sources: list[str] = []
     # One join and two searches in C: a Python call per entry was ~70 ms for 40k entries
     # (load ~14) before git's writer could start.
-    joined = b"\0" + b"\0".join(map(attrgetter("path"), entries)) + b"\0"
-    if b"\0" + GITATTRIBUTES + b"\0" in joined or b"/" + GITATTRIBUTES + b"\0" in joined:
+    if has_gitattributes is None:
+        joined = b"\0" + b"\0".join(map(attrgetter("path"), entries)) + b"\0"
+        framed = (b"\0" + GITATTRIBUTES + b"\0", b"/" + GITATTRIBUTES + b"\0")
+        has_gitattributes = any(f in joined for f in framed)
+    if has_gitattributes:
         sources.append("the tree has .gitattributes")
     if autocrlf(config) == "true":
         sources.append("core.autocrlf=true")

@@ -32,13 +32,14 @@ from operator import itemgetter
 
 from pcheckout.errors import UnsafeTreeError, quote_path
 from pcheckout.git.config import parse_bool
-from pcheckout.git.tree import Entry
+from pcheckout.git.tree import Entry, RootedListing
 
 __all__ = [
     "check_entries",
     "check_path",
     "check_tree",
     "entries_look_safe",
+    "listing_looks_safe",
     "protections_from_config",
     "tree_names_look_safe",
 ]
@@ -413,6 +414,16 @@ def _tree_looks_safe(entries: Sequence[tuple[bytes, int]], ntfs: bool, hfs: bool
     paths = list(map(itemgetter(0), entries))
     if any(stat.S_ISDIR(mode) for mode in set(map(itemgetter(1), entries))):
         return False
+    return _names_look_safe(paths, lambda i: entries[i][1], ntfs, hfs) and _structure_looks_safe(
+        paths
+    )
+
+
+def _names_look_safe(
+    paths: Sequence[bytes], mode_at: Callable[[int], int], ntfs: bool, hfs: bool
+) -> bool:
+    """True if no per-path rule fires for ``paths`` (``mode_at(i)``: the mode of
+    ``paths[i]``, asked only of the few paths a needle occurs in)."""
     buffer = b"/" + b"/".join(paths) + b"/"
     if b"\x00" in buffer:
         return False
@@ -430,12 +441,11 @@ def _tree_looks_safe(entries: Sequence[tuple[bytes, int]], ntfs: bool, hfs: bool
         while at >= 0:
             suspects.add(bisect_right(starts, at + shift) - 1)
             at = buffer.find(needle, at + 1)
-    for index in suspects:
-        if 0 <= index < len(entries):
-            path, mode = entries[index]
-            if _check_components(path, mode, ntfs, hfs) is not None:
-                return False
-    return _structure_looks_safe(paths)
+    return not any(
+        _check_components(paths[i], mode_at(i), ntfs, hfs) is not None
+        for i in suspects
+        if 0 <= i < len(paths)
+    )
 
 
 def _structure_looks_safe(paths: Sequence[bytes]) -> bool:
@@ -539,6 +549,21 @@ def tree_names_look_safe(paths: Sequence[bytes]) -> bool:
     switch leaves them as they are).  False only means "look closer": list the tree with
     modes and :func:`check_entries` it, which names the first offence."""
     return _structure_looks_safe(paths)
+
+
+def listing_looks_safe(listing: RootedListing, config: Mapping[str, str]) -> bool:
+    """True if the tree ``git ls-tree -r -t`` listed passes :func:`check_tree`, decided on
+    its records without parsing them (where a 40k-entry tree costs ~15 ms instead of ~110
+    for the parse and :func:`check_entries`); False: "look closer", :func:`check_entries`
+    of its entries names the first offence.  The subtrees' records are checked as paths
+    too, and a listing with subtrees has a path that is both a non-directory and the
+    leading directory of another only where a tree holds a name twice: so no path listed
+    twice (a subtree's own record included) is the structural rule."""
+    ntfs, hfs = protections_from_config(config.get)
+    paths = listing.paths()
+    if len(set(paths)) != len(paths):
+        return False
+    return _names_look_safe(paths, listing.mode_at, ntfs, hfs)
 
 
 def entries_look_safe(entries: Sequence[tuple[bytes, int]], config: Mapping[str, str]) -> bool:
