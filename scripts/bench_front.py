@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""What pcheckout's front end adds to git's own checkout where git's writer runs (issue 24).
+
+    python3 scripts/bench_front.py [--dest tmpfs,ext4j] [--files 5000,40000]
+        [--kinds fresh,switch] [--runs 7] [--git-counts 1,2,3,4,6,8] [--baseline SRC]
+
+Per table (one generated ``source`` repository, scripts/genrepo.py, one destination, fresh
+checkouts of v2 into a ``clone --no-checkout --shared`` or switches v1 -> v2), the rows run
+round-robin, the first row rotating: ``pcheckout checkout -q`` (this tree's ``src/``, and
+``--baseline SRC``'s beside it), git's ``checkout`` at each count of ``--git-counts`` and
+at the count pcheckout plans (read from ``checkout -n --json`` once per table), and the
+interpreter's own start (``python -c pass``, the same interpreter as pcheckout's).  Only the
+command is timed (fork to reaping); the clone before and the removal after are not.
+
+overhead = pcheckout - git at pcheckout's count - ``python -c pass`` (medians), the issue's
+measure.  Every pcheckout run is checked: ``git status --porcelain`` empty.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import benchlib  # noqa: E402
+import genrepo  # noqa: E402
+from bench_writer import ENV, destination  # noqa: E402
+
+PROJECT = HERE.parent
+
+
+def _clone(src: Path, work: Path, switch: bool, env: dict[str, str]) -> str:
+    subprocess.run(
+        ["git", "clone", "-q", "--no-checkout", "--shared", str(src), str(work)],
+        check=True,
+        env=env,
+    )
+    if not switch:
+        return "HEAD"
+    subprocess.run(["git", "-C", str(work), "checkout", "-q", "-f", "v1"], check=True, env=env)
+    return "v2"
+
+
+def _pcheckout(src_dir: Path, work: Path, rev: str, extra: tuple[str, ...] = ()) -> list[str]:
+    code = "import sys; from pcheckout.cli.main import entrypoint; sys.exit(entrypoint())"
+    return [sys.executable, "-c", code, "checkout", "-q", "-C", str(work), *extra, rev]
+
+
+def _git(n: int, work: Path, rev: str) -> list[str]:
+    verb = ["checkout", "-q", "-f", rev] if rev == "HEAD" else ["checkout", "-q", rev]
+    return ["git", "-C", str(work), "-c", f"checkout.workers={n}", *verb]
+
+
+def _env(env: dict[str, str], src_dir: Path) -> dict[str, str]:
+    return {**env, "PYTHONPATH": str(src_dir)}
+
+
+def planned_count(src: Path, root: Path, switch: bool, env: dict[str, str]) -> int:
+    work = root / "plan"
+    rev = _clone(src, work, switch, env)
+    cmd = [*_pcheckout(PROJECT / "src", work, rev)[:-1], "-n", "--json", rev]
+    cmd.remove("-q")
+    out = subprocess.run(cmd, env=_env(env, PROJECT / "src"), capture_output=True, check=True)
+    shutil.rmtree(work)
+    return int(json.loads(out.stdout)["workers"])
+
+
+def one(row: str, src: Path, root: Path, k: int, switch: bool, env: dict[str, str], srcs) -> float:
+    if row == "python -c pass":
+        return benchlib.run_timed([sys.executable, "-c", "pass"], env).seconds
+    work = root / f"w{k}"
+    rev = _clone(src, work, switch, env)
+    if row.startswith("git "):
+        timed = benchlib.run_timed(_git(int(row.split()[1]), work, rev), env)
+    else:
+        s = srcs[row]
+        timed = benchlib.run_timed(_pcheckout(s, work, rev), _env(env, s))
+    st = subprocess.run(
+        ["git", "-C", str(work), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        env=env,
+    )
+    if timed.returncode != 0 or st.stdout:
+        raise SystemExit(f"{row}: failed ({timed.returncode}): {timed.stderr_tail}{st.stdout!r}")
+    shutil.rmtree(work, ignore_errors=True)
+    return timed.seconds
+
+
+def table(args, dest: str, root: Path, src: Path, files: int, switch: bool, env) -> str:
+    n = planned_count(src, root, switch, env)
+    counts = sorted({*(int(c) for c in args.git_counts.split(",")), n})
+    srcs = {"pcheckout": PROJECT / "src"}
+    if args.baseline:
+        srcs["baseline"] = Path(args.baseline).resolve()
+    rows = [*srcs, *(f"git {c}" for c in counts), "python -c pass"]
+    cells: dict[str, list[float]] = {r: [] for r in rows}
+    k = 0
+    for r in range(args.runs):
+        for row in rows[r % len(rows) :] + rows[: r % len(rows)]:
+            cells[row].append(one(row, src, root, k, switch, env, srcs))
+            k += 1
+    med = {r: statistics.median(v) for r, v in cells.items()}
+    best = min((r for r in rows if r.startswith("git ")), key=lambda r: med[r])
+    kind = "switch" if switch else "fresh"
+    out = [f"*{kind}, {dest}, {files} files: pcheckout plans {n} workers; git's best: {best}*", ""]
+    out += ["| row | median s | min s | max s | overhead ms |", "|---|---:|---:|---:|---:|"]
+    for r in rows:
+        v = cells[r]
+        over = ""
+        if r in srcs:
+            over = f"{(med[r] - med[f'git {n}'] - med['python -c pass']) * 1000:.0f}"
+        out.append(f"| {r} | {med[r]:.3f} | {min(v):.3f} | {max(v):.3f} | {over} |")
+    gap = med[f"git {n}"] / med[best] - 1
+    out += ["", f"git at pcheckout's count {n} is {gap * 100:+.1f} % of git's best ({best})", ""]
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dest", default="tmpfs,ext4j")
+    p.add_argument("--files", default="5000,40000")
+    p.add_argument("--kinds", default="fresh,switch")
+    p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--git-counts", default="1,2,3,4,6,8")
+    p.add_argument("--baseline", help="another pcheckout's src/ to run beside this one")
+    p.add_argument("--repo-dir", default=str(PROJECT / "bench-out" / "repos"))
+    p.add_argument("--scratch", default="/var/tmp/pcheckout-benchf")
+    args = p.parse_args(argv)
+    env = {**os.environ, **ENV}
+    cache = Path(tempfile.mkdtemp(prefix="pcheckout-benchf-cache-"))
+    env["XDG_CACHE_HOME"] = str(cache)
+    for k in ("PCHECKOUT_WORKERS", "PCHECKOUT_WRITER", "PYTHONPATH"):
+        env.pop(k, None)
+    for s in [PROJECT / "src", *([Path(args.baseline)] if args.baseline else [])]:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(s)], check=True)
+    scratch = Path(args.scratch)
+    scratch.mkdir(parents=True, exist_ok=True)
+    print(f"load average at start: {os.getloadavg()[0]:.1f}", flush=True)
+    try:
+        for dest in args.dest.split(","):
+            with destination(dest, scratch) as root:
+                for files in (int(f) for f in args.files.split(",")):
+                    src = Path(args.repo_dir) / f"source-{files}"
+                    if not src.exists():
+                        spec = genrepo.RepoSpec(shape="source", files=files, seed=1, change=0.2)
+                        genrepo.generate(spec, src)
+                    for kind in args.kinds.split(","):
+                        print(
+                            table(args, dest, root, src, files, kind == "switch", env), flush=True
+                        )
+                        print(f"load average: {os.getloadavg()[0]:.1f}\n", flush=True)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
