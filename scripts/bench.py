@@ -661,10 +661,12 @@ def targets(tables: list[dict[str, Any]]) -> str:
         if a is None:
             out.append(f"- {t['kind']} {t['dest']}: pcheckout auto did not run successfully")
             continue
-        line = (
-            f"- {t['kind']} {t['dest']}: auto/git default = {a / gd:.2f}, "
-            f"auto/git best = {a / gb:.2f}"
-        )
+        # (a row left out by --skip-rows has no time: its ratio is "-")
+        ratios = [
+            f"{name} = {a / b:.2f}" if b else f"{name} = -"
+            for name, b in (("auto/git default", gd), ("auto/git best", gb))
+        ]
+        line = f"- {t['kind']} {t['dest']}: " + ", ".join(ratios)
         if bf:
             line += (
                 f", auto/best fixed pcheckout N = {a / bf:.2f} "
