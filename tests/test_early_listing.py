@@ -117,10 +117,25 @@ def test_a_switch_and_a_dry_run_list_nothing_early(tmp_path: Path) -> None:
     src = _two_commits(tmp_path)
     ours = clone_with_git(src, tmp_path / "ours", rev="HEAD~1")
     fresh = clone_no_checkout(src, tmp_path / "fresh")
-    for args in (["-C", str(ours), "main"], ["-C", str(fresh), "--dry-run"]):
+    for args in (["-C", str(ours), "--writer", "pcheckout", "main"], ["-C", str(fresh), "-n"]):
         proc = run_cli("checkout", *args, "--debug")
         assert proc.returncode == 0, proc.stderr
         assert not any(" -t " in line for line in _ls_tree_lines(proc.stderr)), proc.stderr
+
+
+def test_a_switch_by_git_lists_what_its_checks_need_in_round_one(tmp_path: Path) -> None:
+    # The target's listing (-t: its tree id checked) beside round 1, the diff-tree as soon
+    # as REV is resolved: no round of processes of their own before git's writer.
+    src = _two_commits(tmp_path)
+    ours = clone_with_git(src, tmp_path / "ours", rev="HEAD~1")
+    theirs = clone_with_git(src, tmp_path / "theirs")
+    proc = run_cli("checkout", "-C", str(ours), "--writer", "git", "main", "--debug")
+    assert proc.returncode == 0, proc.stderr
+    lines = _ls_tree_lines(proc.stderr)
+    assert len(lines) == 1 and " -t " in lines[0], lines
+    diffs = [line for line in proc.stderr.splitlines() if " diff-tree " in line]
+    assert len(diffs) == 1, proc.stderr
+    assert_same_as_git(ours, theirs)
 
 
 def test_an_unknown_revision_gives_the_ordinary_error(tmp_path: Path) -> None:

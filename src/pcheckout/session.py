@@ -25,7 +25,7 @@ from pcheckout.git.config import read_config
 from pcheckout.git.lock import IndexLock
 from pcheckout.git.refs import Target, prior_checkout, resolve_target
 from pcheckout.git.runner import MIN_GIT, Git, discover, git_version
-from pcheckout.git.tree import RootedListing, list_rooted
+from pcheckout.git.tree import RootedListing, TreeChanges, list_rooted, tree_changes
 from pcheckout.options import CheckoutOptions
 from pcheckout.write import journal
 
@@ -66,6 +66,8 @@ class Found(NamedTuple):
     switching: bool  # populated, with an index: an incremental switch
     listed: RootedListing | None = None  # the target's entries, if listed beside round 1
     patterns: Patterns | None = None  # the sparse pattern file, if read beside round 1
+    #: a switch's changes (HEAD's tree to REV's), if listed beside round 1 (``_resolve``)
+    changes: TreeChanges | None = None
 
     @property
     def resume(self) -> bool:
@@ -118,6 +120,7 @@ class Ahead:
         self._path = os.path.abspath(opts.directory)
         self._imports = not opts.dry_run and opts.writer != "git"
         self._fs: FsInfo | None = None
+        self._detected = threading.Event()
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._run, name="pcheckout-ahead", daemon=True)
         self._thread.start()
@@ -135,6 +138,8 @@ class Ahead:
             self._fs = detect(self._path)
         except Exception:  # noqa: BLE001 - the main thread detects again, and reports
             return
+        finally:
+            self._detected.set()
         names: tuple[str, ...] = PLAN_MODULES
         if self._imports and self._fs.latency_bound:
             names += ENGINE_MODULES
@@ -143,6 +148,13 @@ class Ahead:
                 importlib.import_module(name)
             except Exception:  # noqa: BLE001 - the main thread's import reports it
                 return
+
+    def local(self) -> bool:
+        """Whether the destination was detected as not latency-bound (where git's writer
+        runs: round 1 then lists what its switch needs; on a network mount a process more
+        is tens of round trips).  Waits for the detection (a few ms)."""
+        self._detected.wait()
+        return self._fs is not None and not self._fs.latency_bound
 
     def close(self) -> None:
         """Let the thread end (its work done first), and wait for it."""
@@ -173,11 +185,11 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
     git = Git(opts.directory, debug=ui.debug, version=(*MIN_GIT, 0))
     if opts.rev == "-" or opts.rev.startswith("@{-"):  # one git process more, before round 1
         opts = dataclasses.replace(opts, rev=prior_checkout(git, opts.rev))
-    (version, repo), ((config, target), early) = both(
+    (version, repo), ((config, (target, changes)), early) = both(
         lambda: both(lambda: git_version(git.exe), lambda: discover(git)),
         lambda: both(
-            lambda: both(lambda: read_config(git), lambda: resolve_target(git, opts.rev)),
-            lambda: _early(git, opts),
+            lambda: both(lambda: read_config(git), lambda: _resolve(git, opts, ahead)),
+            lambda: _early(git, opts, ahead),
         ),
     )
     git.version = version
@@ -191,6 +203,8 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
         if lock is not None and lock.took_over:
             ui.debug(f"took over {lock.path.decode(errors='replace')} of a pcheckout that died")
         found = _found(ctx, opts.rev, target, early, repo.work_tree)
+        if found.switching and changes is not None:
+            found = found._replace(changes=changes)
     except BaseException:
         if lock is not None:
             lock.rollback()
@@ -218,14 +232,47 @@ def _found(ctx: Context, rev: str, target: Target, early: _Early | None, work_tr
     return Found(occupied, previous, switching, listed, patterns)
 
 
-def _early(git: Git, opts: CheckoutOptions) -> _Early | None:
+def _switch_like(opts: CheckoutOptions, ahead: Ahead) -> bool:
+    """Whether the destination looks like a switch git's own ``git checkout REV`` carries
+    out (files and an index, no interrupted run's journal, not forced, a local disk)."""
+    if opts.dry_run or opts.force or opts.writer == "pcheckout":
+        return False
+    git_dir = os.path.join(opts.directory, ".git")
+    try:
+        names = os.listdir(opts.directory)
+    except OSError:
+        return False
+    return (
+        len(names) > 1
+        and ".git" in names
+        and os.path.exists(os.path.join(git_dir, "index"))
+        and not os.path.exists(os.path.join(git_dir, IN_PROGRESS))
+        and ahead.local()
+    )
+
+
+def _resolve(git: Git, opts: CheckoutOptions, ahead: Ahead) -> tuple[Target, TreeChanges | None]:
+    """REV resolved; and where the destination looks like a switch by git's writer, what
+    changes from HEAD's tree to REV's (the diff-tree a switch's checks need), asked the
+    moment both trees are known instead of in a round of its own after round 1 (None:
+    not asked, or it failed: the ordinary path asks again)."""
+    target = resolve_target(git, opts.rev)
+    if target.head_tree is None or not _switch_like(opts, ahead):
+        return target, None
+    try:
+        return target, tree_changes(git, target.head_tree, target.tree)
+    except GitError:
+        return target, None
+
+
+def _early(git: Git, opts: CheckoutOptions, ahead: Ahead) -> _Early | None:
     """The target's listing and the sparse-checkout pattern file, read beside round 1
     (each git process is tens of round trips on a network mount before it answers:
     ``ls-tree -r`` took 57-71 ms on the 1 ms latency mount) where the destination looks
     like a fresh checkout or a resume: ``.git`` alone, or beside an interrupted run's
-    journal.  A switch lists nothing entry by entry when git's writer runs it, so it is
-    not guessed at.  None where not tried or the listing failed (the same error then
-    comes from the ordinary path)."""
+    journal; and where it looks like a switch by git's writer (``_switch_like``), whose
+    checks need the target's names.  None where not tried or the listing failed (the
+    same error then comes from the ordinary path)."""
     rev = opts.rev
     if opts.dry_run or not rev or rev.startswith("-") or "\n" in rev:
         return None
@@ -233,7 +280,9 @@ def _early(git: Git, opts: CheckoutOptions) -> _Early | None:
     try:
         names = os.listdir(opts.directory)
         if ".git" not in names or (
-            len(names) > 1 and not os.path.exists(os.path.join(git_dir, IN_PROGRESS))
+            len(names) > 1
+            and not os.path.exists(os.path.join(git_dir, IN_PROGRESS))
+            and not _switch_like(opts, ahead)
         ):
             return None
         listing = list_rooted(git, rev)

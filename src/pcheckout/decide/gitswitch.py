@@ -3,7 +3,8 @@
 messages and its HEAD and reflog.
 
 What git will write and delete is the two trees' ``diff-tree``, listed beside the
-target's paths before git runs: the written paths are checked one by one and the whole
+target's paths before git runs (in round 1 where the destination looked like this
+switch, ``session.py``): the written paths are checked one by one and the whole
 tree's names for collisions (``git/pathsafety.py``), and the worker count is planned
 from what changes.  A tree of 40k entries is then not parsed entry by entry (~60 ms).
 """
@@ -54,11 +55,15 @@ def _changes(run: Run) -> TreeChanges:
         entries = list_tree(git, target.tree)
         check_entries(entries, config)
         return TreeChanges([e.path for e in entries], [e.mode for e in entries], [])
-    # The names are checked while diff-tree still runs (it reads both trees).
-    names_ok, changes = both(
-        lambda: tree_names_look_safe(list_paths(git, target.tree)),
-        lambda: tree_changes(git, head_tree, target.tree),
-    )
+    listed, early = run.found.listed, run.found.changes
+    if listed is not None and early is not None:  # both asked in round 1 (session.py)
+        paths = listed.paths()  # a name twice, a subtree's record included: look closer
+        names_ok, changes = len(set(paths)) == len(paths), early
+    else:  # the names are checked while diff-tree still runs (it reads both trees)
+        names_ok, changes = both(
+            lambda: tree_names_look_safe(list_paths(git, target.tree)),
+            lambda: tree_changes(git, head_tree, target.tree),
+        )
     writes = list(zip(changes.written, changes.modes, strict=True))
     if not (names_ok and entries_look_safe(writes, config)):
         check_entries(list_tree(git, target.tree), config)  # names the offence
