@@ -221,3 +221,8 @@ class HookError(GitError):
     def __init__(self, message: str, *, result: object = None) -> None:
         super().__init__(message)
         self.result = result
+
+
+class SubmoduleError(HookError):
+    """A submodule could not be moved (submodule.recurse) after the superproject was
+    switched, as git's checkout says it and exits 1; ``result`` is the run's report."""

@@ -97,6 +97,8 @@ class Result:
     export_ignored: int = 0  # export: entries export-ignore leaves out
     export_subst: int = 0  # export: files whose $Format:...$ placeholders are expanded
     hooks: list[str] = field(default_factory=list)  # git hooks run (a dry run: to run)
+    #: submodule.recurse: the submodules moved, populated or removed (a dry run: to be)
+    submodules: list[dict[str, object]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         """The stable JSON report (docs/json.md)."""
@@ -135,6 +137,7 @@ class Result:
             "export_ignored": self.export_ignored,
             "export_subst": self.export_subst,
             "hooks": self.hooks,
+            "submodules": self.submodules,
             **_head_json(self.head),
         }
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 
+from pcheckout.apply import submodules
 from pcheckout.apply.exported import filters_git, substituted
 from pcheckout.apply.job import Job, Written
 from pcheckout.git import convert
@@ -63,6 +64,7 @@ def _fresh(job: Job) -> Written:
     )
     if job.journal is not None:
         job.journal.close()
+    failed = submodules.move(ctx, plan.root, plan.submodules)
     write_fresh_index(
         ctx,
         plan.entries,
@@ -78,6 +80,7 @@ def _fresh(job: Job) -> Written:
         adapt_summary=outcome.adapt_summary,
         processes=outcome.processes,
         fetched=fetched,
+        failed=tuple(failed),
     )
 
 
@@ -90,6 +93,7 @@ def _switch(job: Job) -> Written:
     if sel.missing:  # before anything changes: a failed fetch leaves the tree as it was
         fetched = fetch_blobs(ctx.git, sel.remotes, sorted(sel.missing))
     root_b = os.fsencode(plan.root)
+    failed = submodules.remove(ctx, plan.root, plan.submodules)
     delete_parallel(root_b, plan.delete, max(1, plan.workers.workers), plan.min_share)
     remove_empty_dirs(root_b, set(plan.delete), plan.entries)
     conversion = convert.plan_conversion(
@@ -97,6 +101,7 @@ def _switch(job: Job) -> Written:
     )
     request = WriteRequest(plan.tree, plan.entries, plan.root, plan.workers, conversion=conversion)
     outcome = write_tree(ctx, request)
+    failed += submodules.move(ctx, plan.root, plan.submodules)
     write_switch_index(
         ctx, plan.entries, outcome, plan.kept, settle=settles_index(plan.fs), lock=job.lock
     )
@@ -107,6 +112,7 @@ def _switch(job: Job) -> Written:
         processes=outcome.processes,
         fetched=fetched,
         conversion=conversion,
+        failed=tuple(failed),
     )
 
 

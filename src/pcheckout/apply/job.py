@@ -39,3 +39,4 @@ class Written(NamedTuple):
     conversion: ConversionPlan | None = None  # where planned only now (a switch)
     planned: int | None = None  # the entries to write, where only the writer knew them
     deleted: int | None = None  # likewise, the paths removed
+    failed: tuple[str, ...] = ()  # git's messages for submodules that could not be moved

@@ -32,6 +32,7 @@ def report(plan: Plan) -> Result:
         export_ignored=c.export_ignored,
         export_subst=c.export_subst,
         hooks=[h.name for h in plan.hooks],
+        submodules=[m.to_json() for m in plan.submodules],
     )
     if plan.conversion is not None:
         result.add_conversion(plan.conversion)

@@ -22,7 +22,7 @@ from pcheckout.apply.job import Job
 from pcheckout.apply.report import finish, report
 from pcheckout.context import Context
 from pcheckout.decide.plan import Plan
-from pcheckout.errors import GitRefusedError, HookError
+from pcheckout.errors import GitRefusedError, HookError, SubmoduleError
 from pcheckout.git import hooks
 from pcheckout.git.promisor import PromisorFetchError
 from pcheckout.git.refs import HeadOutcome, head_outcome, update_head
@@ -65,6 +65,8 @@ def apply(
     if head is not None:
         ctx.ui.moved(result)
     _run_hooks(ctx, plan, result)
+    if written.failed:  # as git's checkout: said after the switch, exit 1
+        raise SubmoduleError("; ".join(written.failed), result=result)
     return result
 
 

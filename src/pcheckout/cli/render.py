@@ -331,6 +331,8 @@ def summary(r: Result) -> str:
         parts.append(f"kept {r.kept:,}")
     if r.deleted:
         parts.append(f"deleted {r.deleted:,}")
+    if r.submodules:
+        parts.append(f"{plural(len(r.submodules), 'submodule')} updated")
     if r.adapt_summary:
         parts.append(r.adapt_summary)
     return "; ".join(parts)
@@ -350,6 +352,8 @@ def plan(console: Console, r: Result) -> None:
         + (f", delete {r.deleted:,}" if r.deleted else "")
         + (f"; {r.skip_worktree:,} outside the sparse checkout" if r.skip_worktree else "")
     )
+    for m in r.submodules:
+        console.print(submodule_line(m))
     if r.fetch_blobs:
         how = "in one batch (git's writer)" if plan.writer == "git" else "in batches while writing"
         blobs = plural(r.fetch_blobs, "missing blob")
@@ -377,6 +381,16 @@ def plan(console: Console, r: Result) -> None:
             f"export-ignore leaves out {plural(r.export_ignored, 'entry', 'entries')}; "
             f"export-subst expands {plural(r.export_subst, 'file')}"
         )
+
+
+def submodule_line(m: Mapping[str, object]) -> str:
+    """What the dry run says of one submodule it would move (submodule.recurse)."""
+    if m["action"] == "removed":
+        return f"would remove submodule '{m['path']}' (its git dir kept)"
+    new = str(m["to"])[:7]
+    if m["action"] == "populated":
+        return f"would populate submodule '{m['path']}' at {new}"
+    return f"would move submodule '{m['path']}' from {str(m['from'])[:7]} to {new}"
 
 
 def conversion_line(r: Result) -> str:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from pcheckout.context import Context, both, concurrently
 from pcheckout.decide.hooks import after_checkout
 from pcheckout.decide.plan import Counts, HeadMove, Plan
+from pcheckout.decide.submodules import SubmoduleMove, fresh_moves, recursing
 from pcheckout.decide.workers import asked, switch_workers
 from pcheckout.git.config import config_bool
 from pcheckout.git.pathsafety import check_entries, listing_looks_safe
@@ -175,7 +176,15 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
         earlier=found.previous.trees if found.resume and found.previous else (),
         commit=run.target.commit,
         hooks=after_checkout(run),
+        submodules=_submodules(run, entries),
     )
+
+
+def _submodules(run: Run, entries: list[Entry]) -> tuple[SubmoduleMove, ...]:
+    """submodule.recurse: the active submodules a fresh checkout populates."""
+    if not recursing(run.ctx, run.opts.clone):
+        return ()
+    return fresh_moves(run.ctx, run.root, entries)
 
 
 class _Where(NamedTuple):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:  # types only: nothing here runs them
+    from pcheckout.decide.submodules import SubmoduleMove
     from pcheckout.fs.detect import FsInfo
     from pcheckout.git.attributes import TreeAttributes
     from pcheckout.git.convert import ConversionPlan
@@ -98,6 +99,9 @@ class Plan(NamedTuple):
     min_share: int = 1
     export: Export | None = None
     hooks: tuple[Hook, ...] = ()  # run once the plan is carried out, in this order
+    #: submodule.recurse: the submodules moved, populated or removed (the engine moves
+    #: them; git's writer moves them itself)
+    submodules: tuple[SubmoduleMove, ...] = ()
 
     @property
     def mode(self) -> Literal["checkout", "resume", "switch", "export"]:

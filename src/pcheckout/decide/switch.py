@@ -31,6 +31,7 @@ from pcheckout.decide.merge import (
     two_way_merge,
 )
 from pcheckout.decide.plan import Counts, HeadMove, Plan
+from pcheckout.decide.submodules import SubmoduleMove, recursing, switch_moves
 from pcheckout.decide.workers import asked
 from pcheckout.decide.worktree import (
     Look,
@@ -113,7 +114,11 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     split = split._replace(remove=sorted({*split.remove, *strays}))
     tracked = tables.in_index.keys() | left.ours
     refuse_untracked_in_the_way(look, split.write, split.remove, tracked, tables.target)
-    facts = _Facts(fs, entries, index.version, cone, sparsity, threads.min_share)
+    subs: tuple[SubmoduleMove, ...] = ()
+    if recursing(ctx, opts.clone):
+        change = (split.write, split.remove)
+        subs = switch_moves(ctx, run.root, tables.in_index, tables.target, change, opts.force)
+    facts = _Facts(fs, entries, index.version, cone, sparsity, threads.min_share, subs)
     return _plan(run, tables, plan.keep, split, facts)
 
 
@@ -182,6 +187,7 @@ class _Facts(NamedTuple):
     cone: Cone
     sparsity: Sparsity | None
     min_share: int  # the parallel deletes' least share worth a thread
+    submodules: tuple[SubmoduleMove, ...]  # submodule.recurse: what moves
 
 
 def _plan(
@@ -236,6 +242,7 @@ def _plan(
         tree_entries=facts.entries,
         min_share=facts.min_share,
         hooks=after_checkout(run),
+        submodules=facts.submodules,
     )
 
 

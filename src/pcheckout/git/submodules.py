@@ -167,3 +167,55 @@ def populated(git: Git, path: bytes) -> bool:
         return False
     proc = git.run("rev-parse", "--resolve-git-dir", os.fsdecode(dotgit), ok_codes=(0, 128))
     return proc.returncode == 0
+
+
+def recurses(config: Mapping[str, str]) -> bool:
+    """``submodule.recurse``: whether checkout, switch and read-tree move submodules
+    (git's default: no)."""
+    value = config.get("submodule.recurse")
+    return value is not None and parse_bool("submodule.recurse", value)
+
+
+#: The repository-local variables git drops from a submodule's environment
+#: (environment.c ``local_repo_env``; ``git rev-parse --local-env-vars``), but for the
+#: ``-c`` settings (``GIT_CONFIG_PARAMETERS``, ``GIT_CONFIG_COUNT``), which it passes on.
+LOCAL_REPO_ENV = frozenset(
+    {
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_CONFIG",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_IMPLICIT_WORK_TREE",
+        "GIT_GRAFT_FILE",
+        "GIT_INDEX_FILE",
+        "GIT_NO_REPLACE_OBJECTS",
+        "GIT_REPLACE_REF_BASE",
+        "GIT_PREFIX",
+        "GIT_SHALLOW_FILE",
+        "GIT_COMMON_DIR",
+    }
+)
+
+
+def submodule_git(git: Git, environ: Mapping[str, str], path: bytes) -> Git:
+    """A runner inside the submodule at ``path`` in the environment git gives it
+    (submodule.c ``prepare_submodule_repo_env``: the local variables dropped,
+    ``GIT_DIR=.git``)."""
+    env = {k: v for k, v in environ.items() if k not in LOCAL_REPO_ENV}
+    env["GIT_DIR"] = ".git"
+    cwd = git.cwd / os.fsdecode(path)
+    return Git(cwd, debug=git.debug, env=env, exe=git.exe, version=git.version)
+
+
+def uses_gitfile(root: bytes, path: bytes) -> bool:
+    """Whether ``PATH/.git`` is a file (a gitfile naming the submodule's git dir in the
+    superproject), not the git dir itself (submodule.c ``submodule_uses_gitfile``)."""
+    return os.path.isfile(os.path.join(root, path, b".git"))
+
+
+def module_git_dir(git: Git, name: str) -> str:
+    """Where the submodule ``name`` keeps its git dir: ``$GIT_DIR/modules/NAME``
+    (submodule.c ``submodule_name_to_gitdir``), absolute."""
+    out = os.fsdecode(git.out("rev-parse", "--git-path", f"modules/{name}").rstrip(b"\n"))
+    return os.path.join(git.cwd, out)  # (relative to the directory git ran in, if not absolute)

@@ -60,7 +60,13 @@ _PROGRESS = re.compile(rb"(\d+)% \((\d+)/(\d+)\)")
 #: setup_unpack_trees_porcelain(): "would be overwritten", "would be removed", "would be lost";
 #: the untracked-file variants and "not uptodate").  Matched on the untranslated words only: in
 #: another language the refusal is still reported, as a GitError with git's message.
-_REFUSALS = (b"would be overwritten", b"would be removed", b"would be lost", b"not uptodate")
+_REFUSALS = (
+    b"would be overwritten",
+    b"would be removed",
+    b"would be lost",
+    b"not uptodate",
+    b"Cannot update submodule",
+)
 
 
 class GitWrite(NamedTuple):
