@@ -184,7 +184,7 @@ def _submodules(run: Run, entries: list[Entry]) -> tuple[SubmoduleMove, ...]:
     """submodule.recurse: the active submodules a fresh checkout populates."""
     if not recursing(run.ctx, run.opts.clone):
         return ()
-    return fresh_moves(run.ctx, run.root, entries)
+    return fresh_moves(run.ctx, run.root, run.target.tree, entries)
 
 
 class _Where(NamedTuple):

@@ -132,9 +132,10 @@ def switch_moves(
     target: Mapping[bytes, Entry],
     change: tuple[Sequence[bytes], Sequence[bytes]],
     force: bool,
+    tree: str,
 ) -> tuple[SubmoduleMove, ...]:
-    """The submodules a switch moves; ``change`` is what it writes and removes in the
-    work tree.  Refuses (:class:`GitRefusedError`) as git does, unless ``force``."""
+    """The submodules a switch to ``tree`` moves; ``change`` is what it writes and
+    removes in the work tree.  Refuses (:class:`GitRefusedError`) as git does, unless ``force``."""
     ctx = at_top(ctx, root)
     write, remove = change
     leaving = [
@@ -146,7 +147,7 @@ def switch_moves(
     if not leaving and not arriving:
         return ()
     old = _side(ctx, [*leaving, *arriving], None, None)
-    new = _side(ctx, arriving, _target_gitmodules(target, write), None)
+    new = _side(ctx, arriving, _target_gitmodules(target, write), tree)
     if not force:
         _refuse(ctx, _checks(os.fsencode(root), index, target, (leaving, arriving), old))
     moves = [
@@ -162,9 +163,11 @@ def switch_moves(
     return tuple(moves)
 
 
-def fresh_moves(ctx: Context, root: Path, entries: Sequence[Entry]) -> tuple[SubmoduleMove, ...]:
-    """The submodules a fresh checkout populates: the active ones (git writes the
-    target's .gitmodules first and reads it)."""
+def fresh_moves(
+    ctx: Context, root: Path, tree: str, entries: Sequence[Entry]
+) -> tuple[SubmoduleMove, ...]:
+    """The submodules a fresh checkout of ``tree`` populates: the active ones (git writes
+    the target's .gitmodules first and reads it)."""
     ctx = at_top(ctx, root)
     links = [e for e in entries if e.mode == MODE_GITLINK]
     if not links:
@@ -172,7 +175,7 @@ def fresh_moves(ctx: Context, root: Path, entries: Sequence[Entry]) -> tuple[Sub
     gm = next((e.oid for e in entries if e.path == b".gitmodules"), None)
     if gm is None:
         return ()
-    new = _side(ctx, [e.path for e in links], gm, None)
+    new = _side(ctx, [e.path for e in links], gm, tree)
     return tuple(
         _move(ctx, e.path, new.modules[e.path].name, None, e.oid)
         for e in links
@@ -199,11 +202,12 @@ def _move(
 
 
 class _Check(NamedTuple):
-    """One dry run git makes in a submodule: from ``old`` (None: none) to ``new``."""
+    """One dry run git makes in a submodule: from ``old`` to ``new`` (None: the empty
+    tree)."""
 
     path: bytes
     old: str | None
-    new: str
+    new: str | None
 
 
 def _checks(
@@ -225,9 +229,11 @@ def _checks(
         if i is None:  # (git runs it in the directory: where there is none, it refuses)
             checks.append(_Check(p, None, target[p].oid))
         elif i.mode == MODE_GITLINK and os.path.lexists(os.path.join(root, p)):
+            if p not in arriving:  # deleted_entry: to the empty tree
+                checks.append(_Check(p, i.oid.hex(), None))
+                continue
             checks.append(_Check(p, "HEAD", i.oid.hex()))
-            if p in arriving:
-                checks.append(_Check(p, i.oid.hex(), target[p].oid))
+            checks.append(_Check(p, i.oid.hex(), target[p].oid))
     return checks
 
 
@@ -268,7 +274,8 @@ def _dry_run(ctx: Context, check: _Check) -> str | None:
         if dirty.returncode:
             return f"submodule '{shown}' has dirty index"
     args = [*super_prefix(sub, check.path), "read-tree", "--recurse-submodules", "-n", "-m"]
-    proc = sub.run(*args, check.old or empty_tree(ctx), check.new, ok_codes=(0, 1, 128))
+    trees = (check.old or empty_tree(ctx), check.new or empty_tree(ctx))
+    proc = sub.run(*args, *trees, ok_codes=(0, 1, 128))
     if proc.returncode == 0:
         return None
     lines = [_strip(line) for line in proc.stderr.decode("utf-8", "replace").splitlines()]

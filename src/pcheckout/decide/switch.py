@@ -117,7 +117,9 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     subs: tuple[SubmoduleMove, ...] = ()
     if recursing(ctx, opts.clone):
         change = (split.write, split.remove)
-        subs = switch_moves(ctx, run.root, tables.in_index, tables.target, change, opts.force)
+        subs = switch_moves(
+            ctx, run.root, tables.in_index, tables.target, change, opts.force, run.target.tree
+        )
     facts = _Facts(fs, entries, index.version, cone, sparsity, threads.min_share, subs)
     return _plan(run, tables, plan.keep, split, facts)
 
