@@ -180,7 +180,7 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
     )
 
 
-def _submodules(run: Run, entries: list[Entry]) -> tuple[SubmoduleMove, ...]:
+def _submodules(run: Run, entries: Sequence[Entry]) -> tuple[SubmoduleMove, ...]:
     """submodule.recurse: the active submodules a fresh checkout populates."""
     if not recursing(run.ctx, run.opts.clone):
         return ()
