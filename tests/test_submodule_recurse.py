@@ -215,10 +215,14 @@ def test_untracked_files_keep_a_removed_submodules_directory(world: Path, tmp_pa
     by_git, by_us = _copy(world, tmp_path, "git"), _copy(world, tmp_path, "us")
     for repo in (by_git, by_us):
         (repo / "c" / "untracked").write_text("mine\n")
-    assert _git_checkout(by_git, "one").returncode == 0
-    assert _pcheckout(by_us, "--writer", "pcheckout", "one").returncode == 0
+    said = _git_checkout(by_git, "one")
+    assert said.returncode == 0
+    proc = _pcheckout(by_us, "--writer", "pcheckout", "one")
+    assert proc.returncode == 0
     assert _state(by_us) == _state(by_git)
     assert (by_us / "c" / "untracked").read_text() == "mine\n"
+    assert said.stderr == "warning: unable to rmdir 'c': Directory not empty\n"
+    assert proc.stderr == said.stderr
 
 
 @pytest.mark.parametrize("writer", WRITERS)

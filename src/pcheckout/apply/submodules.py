@@ -20,6 +20,7 @@ switch and exits 1) and the failures are returned.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,7 +72,7 @@ def _one(ctx: Context, m: SubmoduleMove) -> list[str]:
     if m.new is not None:
         proc = sub.run("update-ref", "HEAD", "--no-deref", m.new, ok_codes=(0, 1, 128))
         return _said(proc.stderr) if proc.returncode else []
-    _unpopulate(ctx.git, root, m)
+    _unpopulate(ctx, root, m)
     return []
 
 
@@ -89,16 +90,21 @@ def _connect(git: Git, root: bytes, m: SubmoduleMove) -> None:
     )
 
 
-def _unpopulate(git: Git, root: bytes, m: SubmoduleMove) -> None:
-    """What a removed submodule leaves: no ``.git`` file, no directory if empty, no
-    ``core.worktree`` in its git dir (the git dir itself kept)."""
+def _unpopulate(ctx: Context, root: bytes, m: SubmoduleMove) -> None:
+    """What a removed submodule leaves: no ``.git`` file, no directory if empty (git's
+    warning if not: untracked files keep it), no ``core.worktree`` in its git dir (the
+    git dir itself kept)."""
     full = os.path.join(root, m.path)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(full, b".git"))
-    with contextlib.suppress(OSError):
+    try:
         os.rmdir(full)
+    except OSError as exc:
+        if exc.errno == errno.ENOTEMPTY:  # (unpack-trees.c unlink_entry: rmdir_or_warn)
+            shown = os.fsdecode(m.path)
+            ctx.ui.git_message(f"warning: unable to rmdir '{shown}': {os.strerror(exc.errno)}")
     config = os.path.join(m.git_dir, "config")
-    git.run("config", "--file", config, "--unset", "core.worktree", ok_codes=(0, 5))
+    ctx.git.run("config", "--file", config, "--unset", "core.worktree", ok_codes=(0, 5))
 
 
 def _said(stderr: bytes) -> list[str]:
