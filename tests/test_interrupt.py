@@ -14,9 +14,18 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import assert_same_as_git, clone_with_git, git, make_repo, run_cli, write_tree_files
+from helpers import (
+    assert_same_as_git,
+    clone_with_git,
+    git,
+    make_repo,
+    run_cli,
+    snapshot,
+    write_tree_files,
+)
 from killhelp import HANG_S, leftovers
 
+from pcheckout.decide.export import EXPORT_MARKER
 from pcheckout.session import IN_PROGRESS
 
 #: ``python -c STOPPER WHAT N SIG ARGS...``: the CLI, stopped by signal SIG when it writes
@@ -113,12 +122,17 @@ def _stopped(
     ours: Path, args: list[str], what: str, n: int, sig: str
 ) -> subprocess.CompletedProcess[str]:
     """The CLI run in ``ours``, stopped at its ``n``-th write or delete."""
-    cmd = [sys.executable, "-c", STOPPER, what, str(n), sig, "checkout", "-C", str(ours), *args]
+    cmd = [sys.executable, "-c", STOPPER, what, str(n), sig, *_command(ours, args)]
     proc = subprocess.run(
         cmd, capture_output=True, text=True, timeout=HANG_S, start_new_session=True
     )
     assert leftovers(ours) == []
     return proc
+
+
+def _command(ours: Path, args: list[str]) -> list[str]:
+    """``checkout -C OURS ARGS``, or ARGS as they are if they are a command of their own."""
+    return args if args[0] == "export" else ["checkout", "-C", str(ours), *args]
 
 
 def _finish_command(err: str) -> list[str]:
@@ -270,3 +284,50 @@ def test_a_switch_interrupted_while_a_writer_waits_is_finished(
     _slow_filter(theirs, mark)
     git(theirs, "checkout", "-q", "b")
     assert_same_as_git(ours, theirs)
+
+
+def _archive(src: Path, rev: str, dest: Path) -> Path:
+    dest.mkdir()
+    archive = git(src, "archive", rev)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+@pytest.mark.parametrize(("n", "sig"), [(3, "KILL"), (30, "INT"), (12, "TERM")])
+def test_an_interrupted_export_is_finished_by_the_command_it_prints(
+    src: Path, tmp_path: Path, n: int, sig: str
+) -> None:
+    dest = tmp_path / "exported"
+    args = ["export", "-C", str(src), "--writer", "pcheckout", "-j", "2", "b", str(dest)]
+    proc = _stopped(dest, args, "write", n, sig)
+    assert proc.returncode != 0, proc.stderr
+    assert (dest / EXPORT_MARKER).exists()
+    if sig != "KILL":
+        err = proc.stderr.strip().splitlines()[-1]
+        assert err.endswith(f"to finish, run: pcheckout export -C {src} b {dest}"), err
+    again = run_cli("export", "-C", str(src), "b", str(dest))
+    assert again.returncode == 0, again.stderr
+    assert snapshot(dest) == snapshot(_archive(src, "b", tmp_path / "ref"))
+
+
+def test_another_rev_after_an_interrupted_export_leaves_nothing_of_the_first(
+    src: Path, tmp_path: Path
+) -> None:
+    dest = tmp_path / "exported"
+    args = ["export", "-C", str(src), "--writer", "pcheckout", "-j", "2", "b", str(dest)]
+    assert _stopped(dest, args, "write", 50, "KILL").returncode != 0
+    (dest / "mine.txt").write_bytes(b"made since\n")
+    again = run_cli("export", "-C", str(src), "c", str(dest))
+    assert again.returncode == 0, again.stderr
+    assert (dest / "mine.txt").read_bytes() == b"made since\n"
+    (dest / "mine.txt").unlink()
+    assert snapshot(dest) == snapshot(_archive(src, "c", tmp_path / "ref"))
+
+
+def test_an_export_into_what_cannot_be_a_directory_is_one_line(src: Path, tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_bytes(b"x")
+    proc = run_cli("export", "-C", str(src), "b", str(tmp_path / "a-file" / "below"))
+    assert proc.returncode == 1
+    assert (
+        proc.stderr == f"pcheckout: error: cannot create {tmp_path}/a-file/below: Not a directory\n"
+    )

@@ -7,12 +7,24 @@ No .git, no index, no HEAD: like ``git archive REV | tar -x``.  The decision
 
 from __future__ import annotations
 
+import os
+import shlex
+import signal
+
 from pcheckout.apply.run import apply
 from pcheckout.context import NullReporter, Reporter
 from pcheckout.decide.export import decide
+from pcheckout.errors import Interrupted
 from pcheckout.options import ExportOptions, Result
 
 __all__ = ["ExportOptions", "export"]
+
+
+def again(opts: ExportOptions) -> str:
+    """What finishes an interrupted export: the same export, by absolute paths (the marker
+    it left in the destination tells the re-run what to finish)."""
+    repo, dest = os.path.abspath(opts.repository), os.path.abspath(opts.destination)
+    return "to finish, run: " + shlex.join(["pcheckout", "export", "-C", repo, opts.rev, dest])
 
 
 def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
@@ -20,6 +32,10 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
     attrs = plan.export.attributes if plan.export is not None else None
     try:
         return apply(ctx, plan)
+    except Interrupted as exc:
+        raise Interrupted(exc.signum, again(opts)) from None
+    except KeyboardInterrupt:
+        raise Interrupted(signal.SIGINT, again(opts)) from None
     finally:
         if attrs is not None:
             attrs.close()

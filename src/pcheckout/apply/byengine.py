@@ -134,6 +134,7 @@ def _export(job: Job) -> Written:
         conversion=plan.conversion,
         contents=contents,
         tree_attributes=tree_attributes,
+        overwrite=plan.previous is not None,  # an interrupted export's files are replaced
     )
     outcome, fetched = partial.write_selected(
         ctx._replace(git=filters),

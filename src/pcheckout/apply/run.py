@@ -6,7 +6,8 @@ resume); the writer: pcheckout's engine (``apply/byengine.py``: a switch's fetch
 deletes first, then the files, then the index from the writers' stat data) or git's own
 checkout (``apply/bygit.py``, the one module that runs git's writer: git writes the files
 and a scratch index, renamed over the index through the lock); HEAD, as ``git checkout
-REV`` moves it; the journal removed; the ``Result`` (``apply/report.py``).
+REV`` moves it; the journal removed; the ``Result`` (``apply/report.py``).  An export
+keeps its journal in its destination instead (``decide/export.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -22,7 +24,7 @@ from pcheckout.apply.job import Job
 from pcheckout.apply.report import finish, report
 from pcheckout.context import Context
 from pcheckout.decide.plan import Plan
-from pcheckout.errors import GitRefusedError, HookError, SubmoduleError
+from pcheckout.errors import DestinationError, GitRefusedError, HookError, SubmoduleError
 from pcheckout.git import hooks
 from pcheckout.git.promisor import PromisorFetchError
 from pcheckout.git.refs import HeadOutcome, head_outcome, update_head
@@ -55,7 +57,7 @@ def apply(
         return result
     writer = _writer(plan)
     if plan.kind == "export":
-        plan.root.mkdir(parents=True, exist_ok=True)
+        _make_destination(plan)
     t0 = time.monotonic()
     with _journal(ctx, plan) as jr:
         _remove_leftovers(plan)
@@ -68,6 +70,14 @@ def apply(
     if written.failed:  # as git's checkout: said after the switch, exit 1
         raise SubmoduleError("; ".join(written.failed), result=result)
     return result
+
+
+def _make_destination(plan: Plan) -> None:
+    """An export's destination, with its parents (one line if it cannot be made)."""
+    try:
+        plan.root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DestinationError(f"cannot create {plan.root}: {exc.strerror}") from None
 
 
 def _run_hooks(ctx: Context, plan: Plan, result: Result) -> None:
@@ -102,18 +112,14 @@ def _journal(ctx: Context, plan: Plan) -> Iterator[journal.Journal | None]:
     removed once HEAD has moved; an interrupted run leaves it for the re-run, which
     finishes it (``decide/leftovers.py``).  A run that fails having changed nothing (git
     refused the switch, a fetch failed first) leaves none of its own."""
-    if plan.kind == "export":
-        yield None
-        return
-    assert plan.commit is not None
     fresh = plan.kind in ("fresh", "resume")
     conversion = plan.conversion.any if plan.conversion is not None else True
-    head = journal.Header(
-        plan.commit, plan.tree, conversion, "fresh" if fresh else "switch", plan.earlier
-    )
-    marker = ctx.repo.git_dir / IN_PROGRESS
+    kind = "fresh" if fresh else plan.kind if plan.kind == "export" else "switch"
+    head = journal.Header(plan.commit or "", plan.tree, conversion, kind, plan.earlier)
+    marker = _marker(ctx, plan)
     ours = not marker.exists()
-    jr = journal.Journal.start(marker, head, previous=plan.previous)
+    previous = plan.previous if fresh else None  # (only a fresh checkout's has records)
+    jr = journal.Journal.start(marker, head, previous=previous)
     try:
         yield jr
     except UNCHANGED:
@@ -125,10 +131,20 @@ def _journal(ctx: Context, plan: Plan) -> Iterator[journal.Journal | None]:
     journal.remove(marker)
 
 
+def _marker(ctx: Context, plan: Plan) -> Path:
+    """Where the run's journal goes: the git dir, or an export's destination."""
+    if plan.kind == "export":
+        from pcheckout.decide.export import EXPORT_MARKER
+
+        return plan.root / EXPORT_MARKER
+    return ctx.repo.git_dir / IN_PROGRESS
+
+
 def _remove_leftovers(plan: Plan) -> None:
-    """Before a fresh checkout writes: what interrupted runs of other trees left
-    (``decide/checkout.py``), and the directories that leaves empty."""
-    if plan.kind not in ("fresh", "resume") or not plan.delete:
+    """Before a fresh checkout or an export writes: what interrupted runs of other trees
+    left (``decide/checkout.py``, ``decide/export.py``), and the directories that leaves
+    empty."""
+    if plan.kind not in ("fresh", "resume", "export") or not plan.delete:
         return
     from pcheckout.write.remove import delete_parallel, remove_empty_dirs
 

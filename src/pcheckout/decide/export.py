@@ -1,7 +1,9 @@
 """Decide an export: REV's tree alone into a directory, as ``git archive REV | tar -x``.
 
 In order: open the repository, read config, resolve REV to a tree (and its commit) and
-list it; refuse unsafe trees and a destination that is not empty; with attributes from
+list it; refuse unsafe trees and a destination that is not empty (unless an interrupted
+export left its marker there: the re-run finishes it, removing what earlier runs of other
+trees wrote); with attributes from
 the exported tree (``git/attributes.py``; the work tree's with ``--worktree-attributes``)
 leave out what ``export-ignore`` drops, decide each path's conversion and find the
 ``export-subst`` files (``git/archive.py``); plan the writers.  A partial clone's
@@ -10,12 +12,15 @@ missing ``.gitattributes`` blobs alone are fetched (the lookups read them).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import NamedTuple
 
 from pcheckout.context import Context, Reporter
+from pcheckout.decide.leftovers import earlier_tables, find
 from pcheckout.decide.plan import Counts, Export, Plan
+from pcheckout.decide.worktree import Look, Threads
 from pcheckout.errors import DestinationError, WorktreeNotEmptyError, quote_paths
 from pcheckout.fs.listing import occupants
 from pcheckout.git import archive, attributes, convert
@@ -27,9 +32,14 @@ from pcheckout.git.runner import Git, discover
 from pcheckout.git.tree import Entry, list_tree
 from pcheckout.options import ExportOptions
 from pcheckout.plan.planner import Asked, plan_for
+from pcheckout.write import journal
 from pcheckout.write.partial import select
 
-__all__ = ["decide"]
+__all__ = ["EXPORT_MARKER", "decide"]
+
+#: Left in an export's destination while it is written (a journal's header naming the
+#: tree, ``write/journal.py``): a re-run that finds it finishes the export.
+EXPORT_MARKER = ".pcheckout-export-in-progress"
 
 
 def decide(opts: ExportOptions, ui: Reporter) -> tuple[Context, Plan]:
@@ -45,7 +55,7 @@ def decide(opts: ExportOptions, ui: Reporter) -> tuple[Context, Plan]:
     all_entries = list_tree(git, tree, sizes=opts.dry_run and not remotes)
     check_entries(all_entries, config)
     dest = Path(os.path.abspath(opts.destination))
-    _check_destination(dest)
+    previous = _check_destination(dest)
     sources = attributes.conversion_sources(all_entries, config, repo.common_dir, opts.environ)
     if opts.worktree_attributes and repo.work_tree is not None:
         sources.append("--worktree-attributes")
@@ -57,7 +67,7 @@ def decide(opts: ExportOptions, ui: Reporter) -> tuple[Context, Plan]:
     )
     try:
         arch = _select(attrs, all_entries, sources, config, commit is not None, set(looked.absent))
-        decided = _Decided(tree, commit, dest, all_entries, arch, attrs)
+        decided = _Decided(tree, commit, dest, all_entries, arch, attrs, previous)
         return ctx, _plan(ctx, opts, decided, looked)
     except BaseException:
         if attrs is not None:
@@ -98,6 +108,7 @@ class _Decided(NamedTuple):
     all_entries: list[Entry]  # the whole tree
     arch: _Selection  # what of it an archive holds, and how each entry converts
     attrs: attributes.TreeAttributes | None
+    previous: journal.Previous | None  # an interrupted export's marker, if it left one
 
 
 def _plan(ctx: Context, opts: ExportOptions, d: _Decided, looked: _Looked) -> Plan:
@@ -119,7 +130,8 @@ def _plan(ctx: Context, opts: ExportOptions, d: _Decided, looked: _Looked) -> Pl
         d.arch.empty_dirs,
         d.attrs,
         opts.worktree_attributes,
-        git_can_write=len(entries) == len(d.all_entries) and not subst,
+        # (an interrupted export is finished by the engine: it writes over what is there)
+        git_can_write=len(entries) == len(d.all_entries) and not subst and d.previous is None,
     )
     return Plan(
         "export",
@@ -135,6 +147,9 @@ def _plan(ctx: Context, opts: ExportOptions, d: _Decided, looked: _Looked) -> Pl
         commit=d.commit,
         tree_entries=d.all_entries,
         export=export,
+        delete=[] if opts.dry_run else _left_by_earlier_runs(ctx, d, d.previous, workers.workers),
+        previous=d.previous,
+        earlier=d.previous.trees if d.previous is not None else (),
     )
 
 
@@ -219,12 +234,38 @@ def _below(path: bytes, dirs: set[bytes]) -> bool:
         d = os.path.dirname(d)
 
 
-def _check_destination(dest: Path) -> None:
-    if dest.exists():
-        if not dest.is_dir():
-            raise DestinationError(f"destination {dest} exists and is not a directory")
-        occupied = occupants(dest, ignore_git=False)
-        if occupied:
-            raise WorktreeNotEmptyError(
-                f"destination {dest} is not empty: " + quote_paths(occupied)
-            )
+def _check_destination(dest: Path) -> journal.Previous | None:
+    """Refuse a destination that is not an empty directory, unless an interrupted export
+    left its marker there: then what the marker says (the re-run finishes it)."""
+    if not dest.exists():
+        return None
+    if not dest.is_dir():
+        raise DestinationError(f"destination {dest} exists and is not a directory")
+    occupied = occupants(dest, ignore_git=False)
+    if os.fsencode(EXPORT_MARKER) in occupied:
+        previous = journal.read(dest / EXPORT_MARKER)
+        if previous is not None and previous.kind == "export":
+            return previous
+    if occupied:
+        raise WorktreeNotEmptyError(f"destination {dest} is not empty: " + quote_paths(occupied))
+    return None
+
+
+def _left_by_earlier_runs(
+    ctx: Context, d: _Decided, previous: journal.Previous | None, threads: int
+) -> list[bytes]:
+    """The files interrupted exports of other trees left that this export lacks: their
+    own (as their tree has them, or cut short) go; one changed since stays."""
+    others = [t for t in previous.trees if t != d.tree] if previous is not None else []
+    if not others:
+        return []
+    tables = earlier_tables(ctx.git, others, {})
+    ours = {e.path for e in d.arch.entries}
+    paths = {p for table in tables for p in table if p not in ours}
+    # git hashes and smudges the destination's files as a work tree of the repository
+    env = {**(ctx.git.env or os.environ), "GIT_DIR": str(ctx.repo.git_dir)}
+    env["GIT_WORK_TREE"] = str(d.dest)
+    git = dataclasses.replace(ctx.git, cwd=d.dest, env=env)
+    scratch = d.dest / EXPORT_MARKER  # (no index: nothing is racily clean)
+    look = Look(git, os.fsencode(d.dest), scratch, ctx.repo.object_format, Threads(threads))
+    return sorted(find(look, paths, tables, {}).present)
