@@ -221,8 +221,8 @@ def _left_by_earlier_runs(run: Run, entries: list[Entry], where: _Where) -> list
     tables = earlier_tables(run.ctx.git, others, {})
     ours = {e.path for e in entries}
     paths = {p for table in tables for p in table if p not in ours}
-    left = find(_look(run, where), paths, tables, {})
-    return sorted(left.present)
+    # (absent ones too: the directories made for them go once empty)
+    return sorted(find(_look(run, where), paths, tables, {}).ours)
 
 
 def _look(run: Run, where: _Where) -> Look:

@@ -268,4 +268,4 @@ def _left_by_earlier_runs(
     git = dataclasses.replace(ctx.git, cwd=d.dest, env=env)
     scratch = d.dest / EXPORT_MARKER  # (no index: nothing is racily clean)
     look = Look(git, os.fsencode(d.dest), scratch, ctx.repo.object_format, Threads(threads))
-    return sorted(find(look, paths, tables, {}).present)
+    return sorted(find(look, paths, tables, {}).ours)  # (absent ones: their directories)

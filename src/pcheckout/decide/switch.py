@@ -110,7 +110,8 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     split = sparse_split(plan, tables.target, moves, cone, dirty)
     # What interrupted runs created that the index does not track goes too (theirs, not
     # the user's; written again where REV has it).
-    strays = sorted(p for p in left.present if p not in tables.in_index)
+    # (absent ones too: the directories made for them go once empty)
+    strays = sorted(p for p in left.ours if p not in tables.in_index)
     split = split._replace(remove=sorted({*split.remove, *strays}))
     tracked = tables.in_index.keys() | left.ours
     refuse_untracked_in_the_way(look, split.write, split.remove, tracked, tables.target)
@@ -120,7 +121,8 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         subs = switch_moves(
             ctx, run.root, tables.in_index, tables.target, change, opts.force, run.target.tree
         )
-    facts = _Facts(fs, entries, index.version, cone, sparsity, threads.min_share, subs)
+    absent = frozenset(left.ours - left.present)
+    facts = _Facts(fs, entries, index.version, cone, sparsity, threads.min_share, subs, absent)
     return _plan(run, tables, plan.keep, split, facts)
 
 
@@ -190,6 +192,7 @@ class _Facts(NamedTuple):
     sparsity: Sparsity | None
     min_share: int  # the parallel deletes' least share worth a thread
     submodules: tuple[SubmoduleMove, ...]  # submodule.recurse: what moves
+    absent: frozenset[bytes] = frozenset()  # removed paths not there (an interrupted run's)
 
 
 def _plan(
@@ -221,7 +224,7 @@ def _plan(
     counts = Counts(
         len(write_entries),
         nbytes,
-        deleted=len(set(split.remove) - set(split.write)),
+        deleted=len(set(split.remove) - set(split.write) - facts.absent),
         skip_worktree=len(split.recorded) + len(split.flip_out) + outside,
         fetch_blobs=len(sel.missing),
     )

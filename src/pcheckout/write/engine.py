@@ -19,6 +19,7 @@ failure of any worker stops the others and reaches the caller.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -180,7 +181,10 @@ class Engine:
             self._fail(exc)
             self._kill_all()
             for t in threads:
-                t.join(5)
+                # A SIGTERM raised in Thread.start() leaves that thread (and those after it)
+                # not started: join() would raise RuntimeError over the interruption.
+                with contextlib.suppress(RuntimeError):
+                    t.join(5)
             raise
         if self._error is not None:
             raise self._error
