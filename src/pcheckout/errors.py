@@ -106,6 +106,15 @@ class FilterError(GitError):
     """git's checkout conversion of one path failed (a filter driver, an encoding)."""
 
 
+class CorruptObjectError(GitError):
+    """An object's stored bytes are damaged (a loose object read in-process: git/odb.py);
+    ``detail`` says how, and where."""
+
+    def __init__(self, message: str, *, cmd: list[str] | None = None, stderr: bytes = b"") -> None:
+        super().__init__(message, cmd=cmd, stderr=stderr)
+        self.detail = message
+
+
 class MissingObjectError(CatFileError):
     """git answered ``missing``: the repository lacks the object (no retry helps)."""
 

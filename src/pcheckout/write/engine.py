@@ -30,6 +30,7 @@ from typing import NamedTuple
 from pcheckout.fs.files import Abandoned, Destination
 from pcheckout.git.catfile import CatFile, Prestarted, Spawn
 from pcheckout.git.convert import Conversion
+from pcheckout.git.odb import LooseObjects
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import Entry
 from pcheckout.write.journal import Journal
@@ -42,10 +43,11 @@ MIN_BATCH, MAX_BATCH, BATCHES_PER_WORKER = 1, 64, 8
 
 #: Open files one worker holds at most: its cat-file's stdin, stdout and stderr
 #: file, the same again for the plain cat-file that filtered mode uses for
-#: symlinks and for the side cat-file a streamed file's retry asks (fs/files.py),
-#: and the file being written (10), rounded up for the pipes that exist briefly
-#: while a process starts.
-FDS_PER_WORKER = 12
+#: symlinks, for the side cat-file a streamed file's retry asks (fs/files.py) and
+#: for the fallback cat-file of loose objects gone or damaged, the loose object
+#: being read and the file being written (14), rounded up for the pipes that
+#: exist briefly while a process starts.
+FDS_PER_WORKER = 16
 #: Descriptors of one cat-file process: stdin, stdout, the stderr file.
 FDS_PER_CATFILE = 3
 #: Descriptors kept free for the main thread (git commands, the index, the
@@ -66,6 +68,7 @@ class EngineOptions:
     symlinks: bool = True  # core.symlinks
     overwrite: bool = False  # replace what is in the way (resume, --force)
     journal: Journal | None = None  # records each completed entry (write/journal.py)
+    loose: LooseObjects | None = None  # blobs the workers read themselves (git/odb.py)
 
 
 class Progress(NamedTuple):
@@ -110,6 +113,7 @@ class Engine:
         self.worker_stats = [WorkerStats() for _ in range(max(1, opts.workers))]
         self.dest = Destination(opts.root, overwrite=opts.overwrite, symlinks=opts.symlinks)
         self.journal = opts.journal
+        self.loose = opts.loose
         #: Set on the first failure or an interrupt: every worker stops.
         self.stopping = threading.Event()
         self._error: BaseException | None = None

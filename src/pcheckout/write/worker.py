@@ -7,6 +7,11 @@ inflates the next blobs while Python creates and writes the current file.  At mo
 ``REQUEST_WINDOW`` bytes of requests and :data:`PENDING_BATCHES` batches are unanswered at a
 time.  When the cat-file dies, the worker starts a fresh one and asks it again for
 everything unanswered, at most :data:`MAX_RESTARTS` times.
+
+A blob the engine's listing of loose objects holds (``git/odb.py``) is not asked of
+cat-file: the worker reads it itself when its turn comes (its place in the queue is kept,
+with no request).  One that is no longer there (packed since) is asked of a fallback
+cat-file, one at a time; a damaged one is an error.
 """
 
 from __future__ import annotations
@@ -15,12 +20,13 @@ import contextlib
 import os
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from pcheckout.errors import (
     CatFileError,
+    CorruptObjectError,
     FilterError,
     GitError,
     MissingObjectError,
@@ -30,6 +36,7 @@ from pcheckout.errors import (
 from pcheckout.fs.files import Destination, Fill, unpack_stat
 from pcheckout.git.catfile import REQUEST_WINDOW, SMALL_BLOB, CatFile, State
 from pcheckout.git.convert import Conversion
+from pcheckout.git.odb import LooseObject, LooseObjects
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
 from pcheckout.write.journal import Journal
@@ -78,6 +85,8 @@ class Pool(Protocol):
     @property
     def journal(self) -> Journal | None: ...  # where completed entries are recorded
     @property
+    def loose(self) -> LooseObjects | None: ...  # blobs read in-process (git/odb.py)
+    @property
     def batch(self) -> int: ...  # entries per batch now (a new limit changes it)
     @property
     def stopping(self) -> threading.Event: ...  # set when the run must stop
@@ -118,12 +127,16 @@ class Worker:
         self.stats = pool.stats
         self.dest = pool.dest
         self.journal = pool.journal
+        self.loose = pool.loose
         self.cf: CatFile | None = None  # plain cat-file --batch, started when first needed
         self.plain: CatFile | None = None  # cat-file --filters, for the entries git converts
         #: plain cat-file --batch asked again for a streamed file's blob, while it is retried
         self.side: CatFile | None = None
+        #: plain cat-file --batch for a loose object gone or damaged, asked one at a time
+        self.fallback: CatFile | None = None
         self.pending: deque[int] = deque()  # entries asked for, not yet answered
-        self.sizes: deque[int] = deque()  # their request lengths (the same after a restart)
+        #: their request lengths (the same after a restart); 0: read in-process (loose)
+        self.sizes: deque[int] = deque()
         self.pending_bytes = 0
         self.exhausted = False  # the engine has no more batches for us
         self._batch: range | None = None
@@ -149,6 +162,11 @@ class Worker:
                 if self.exhausted:
                     break
                 continue
+            if not sizes[0]:  # a loose object: no request was sent
+                self._write_loose(pending[0])
+                pending.popleft()
+                sizes.popleft()
+                continue
             cf = self.cf
             assert cf is not None  # entries are pending only once it was asked
             i = pending[0]
@@ -161,13 +179,13 @@ class Worker:
                 continue
             pending.popleft()
             self.pending_bytes -= sizes.popleft()
-        for proc in (self.cf, self.plain):
+        for proc in (self.cf, self.plain, self.fallback):
             if proc is not None:
                 proc.close()
 
     def kill(self) -> None:
         """Stop this worker's cat-file processes now (any state)."""
-        for proc in (self.cf, self.plain, self.side):
+        for proc in (self.cf, self.plain, self.side, self.fallback):
             if proc is not None:
                 proc.kill()
 
@@ -182,6 +200,7 @@ class Worker:
         most = PENDING_BATCHES * pool.batch
         batch, pos = self._batch, self._pos
         cf = self.cf
+        loose = self.loose
         out: list[bytes] = []
         while len(pending) < most and pending_bytes < REQUEST_WINDOW:
             if batch is None or pos >= len(batch):
@@ -204,6 +223,10 @@ class Worker:
             if conv is not None and conv.by_git:
                 self._write_filtered(i, e, conv)
                 continue
+            if loose is not None and e.oid in loose:
+                pending.append(i)
+                sizes.append(0)
+                continue
             if cf is None:
                 cf = self.cf = pool.open_catfile(self.wid, filters=False)
             line = cf.request_line(e.oid)
@@ -218,7 +241,8 @@ class Worker:
             try:
                 cf.send(*out)
             except CatFileError as exc:  # it died: a send is where that shows first
-                self._restart(exc, entries[pending[0]])
+                first = next(j for j, n in zip(pending, self.sizes, strict=True) if n)
+                self._restart(exc, entries[first])
 
     def _restart(self, exc: CatFileError, e: Entry) -> None:
         """Raise the error a user sees, or start a fresh cat-file and ask it again for
@@ -242,7 +266,8 @@ class Worker:
             self.cf.kill()
         cf = self.cf = self.pool.open_catfile(self.wid, filters=False)
         entries = self.entries
-        lines = [cf.request_line(entries[j].oid) for j in self.pending]
+        asked = zip(self.pending, self.sizes, strict=True)
+        lines = [cf.request_line(entries[j].oid) for j, n in asked if n]  # (n == 0: loose)
         self.pending_bytes = sum(len(x) for x in lines)
         if lines:
             # If it broke already, the next read re-raises that and counts a restart.
@@ -261,6 +286,13 @@ class Worker:
     def _write(self, cf: CatFile, i: int, e: Entry) -> None:
         """Read the answer for entry ``i`` from ``cf`` and write it."""
         kind, size = cf.read_header(e.oid)
+        self._write_answer(cf, kind, size, i, e)
+
+    def _write_answer(
+        self, cf: CatFile | LooseObject, kind: bytes, size: int, i: int, e: Entry
+    ) -> None:
+        """Write entry ``i`` from an answer whose header said ``kind`` and ``size``: the
+        rest of it is read from ``cf`` (a cat-file, or a loose object read in-process)."""
         if kind != b"blob":
             cf.skip(size)
             raise PcheckoutError(
@@ -268,7 +300,7 @@ class Worker:
                 "not a blob"
             )
         dest = self.dest
-        if cf.filters:
+        if isinstance(cf, CatFile) and cf.filters:
             if size <= SMALL_BLOB:
                 parts: list[bytes] = []
                 cf.read_filtered(parts.append)
@@ -293,15 +325,70 @@ class Worker:
         else:
             try:
                 packed = dest.write_file(
-                    e.path, e.mode, None, lambda sink: cf.stream_to(size, sink),
-                    lambda: self._fetch_again(e),
-                )  # fmt: skip
+                    e.path, e.mode, None, lambda sink: cf.stream_to(size, sink), self._again(e)
+                )
             finally:
                 self._close_side()
         self._store(i, packed)
         counts = self.counts
         counts.files += 1
         counts.bytes += size
+
+    def _again(self, e: Entry) -> Callable[[], Fill]:
+        """How a streamed file's blob is had again for another attempt."""
+        if self.loose is not None and e.oid in self.loose:
+            return lambda: self._reopen(e)
+        return lambda: self._fetch_again(e)
+
+    def _reopen(self, e: Entry) -> Fill:
+        """A fresh stream of a loose ``e``'s blob (git's, if it is gone meanwhile)."""
+        assert self.loose is not None
+        obj = self.loose.open(e.oid)
+        if obj is None:
+            return self._fetch_again(e)
+        return lambda sink: obj.stream_to(obj.size, sink)
+
+    def _write_loose(self, i: int) -> None:
+        """Entry ``i``'s blob read from its loose object, written; git's answer where the
+        object is gone from where it was listed.  A damaged one stops the run: git's own
+        answer for it cannot be trusted (a cut-short object whose header says 99 bytes is
+        answered with 5 by ``cat-file blob``, exit 0, and stalls ``--batch``)."""
+        assert self.loose is not None
+        e = self.entries[i]
+        try:
+            obj = self.loose.open(e.oid)
+            if obj is not None:
+                try:
+                    self._write_answer(obj, obj.kind, obj.size, i, e)
+                finally:
+                    obj.close()
+                return
+        except CorruptObjectError as exc:
+            raise CorruptObjectError(
+                f"object {e.oid} for {quote_path(e.path)} is damaged in the repository "
+                f"(loose object {exc.detail})"
+            ) from None
+        self._write_by_git(i, e)
+
+    def _write_by_git(self, i: int, e: Entry) -> None:
+        """Entry ``i`` asked of the fallback cat-file alone."""
+        fb = self.fallback
+        if fb is None or fb.state is not State.OPEN:
+            if fb is not None:
+                fb.kill()
+            fb = self.fallback = self.pool.open_catfile(self.wid, filters=False)
+        try:
+            fb.send(fb.request_line(e.oid))
+            self._write(fb, i, e)
+        except CatFileError as exc:
+            if self.pool.stopping.is_set():
+                raise Stop from None
+            if isinstance(exc, MissingObjectError):
+                raise MissingObjectError(
+                    f"object {e.oid} for {quote_path(e.path)} is missing from the repository",
+                    stderr=exc.stderr,
+                ) from None
+            raise
 
     def _fetch_again(self, e: Entry) -> Fill:
         """A fresh stream of ``e``'s blob, for another attempt at a streamed file after a

@@ -29,7 +29,7 @@ from pcheckout.errors import Interrupted
 from pcheckout.fdio import write_all
 from pcheckout.fs.files import full_path, pack_stat
 from pcheckout.fs.parallel import lstat_many_or_none, lstat_while_cached
-from pcheckout.git import attributes, convert
+from pcheckout.git import attributes, convert, odb
 from pcheckout.git.catfile import CatFile, Prestarted
 from pcheckout.git.config import config_bool
 from pcheckout.git.objects import blob_oid, file_blob_oid
@@ -142,7 +142,21 @@ def _engine_options(ctx: Context, req: WriteRequest, before: _Before, adapt: boo
         symlinks=config_bool(ctx.config.get("core.symlinks"), True),
         overwrite=before.overwrite,
         journal=req.journal,
+        loose=_loose_objects(ctx, plan.workers),
     )
+
+
+def _loose_objects(ctx: Context, threads: int) -> odb.LooseObjects | None:
+    """The loose objects the writers read themselves (none: every blob is cat-file's).
+    A stand-in cat-file (the tests' ``spawn``) answers for every object."""
+    if ctx.spawn is not None:
+        return None
+    git = ctx.git
+    env = git.env if git.env is not None else ctx.environ
+    dirs = odb.object_dirs(ctx.repo.common_dir, git.cwd, env)
+    loose = odb.scan(dirs, ctx.repo.oid_hex_len, threads)
+    ctx.ui.debug(f"loose objects: {len(loose)} in {len(dirs)} object directories")
+    return loose if len(loose) else None
 
 
 def _start_ui(ui: Reporter, req: WriteRequest, remaining: list[int]) -> None:
