@@ -80,6 +80,8 @@ SWITCH_CHANGE = 0.2
 DEFAULT_BIG_BLOB_MIB = 1024
 # NFS-like attribute/entry cache of the latency filesystem (issue 4: "a few seconds").
 DEFAULT_FUSE_CACHE_SECONDS = 3.0
+#: --objects: how the generated repositories' objects are stored and reached
+OBJECT_SETS = ("packed", "loose", "loose-clone")
 # Targets quoted from the issues, checked in the summary.
 TARGET_TMPFS_VS_GIT_SEQ = 1.2  # issue 4 (issue 2 said 1.3)
 TARGET_FUSE_VS_GIT_DEFAULT = 10.0  # issue 4: >= 10x faster than git's default
@@ -254,6 +256,8 @@ def ensure_repo(repo_dir: Path, spec: genrepo.RepoSpec) -> tuple[Path, dict[str,
     )
     if spec.attributes != "none":
         name += f"-a{spec.attributes}"
+    if spec.loose:
+        name += "-loose"
     path = repo_dir / name
     done = path / "genrepo.json"
     if done.exists():
@@ -423,8 +427,12 @@ class Table:
         runs: int,
         rev: str,
         poll_rss: bool = False,
+        copy_objects: bool = False,
     ) -> None:
         self.kind = kind
+        #: the clone copies the objects (on the destination, loose if they are) instead of
+        #: borrowing them (--shared)
+        self.copy_objects = copy_objects
         self.dest = dest
         self.src = src
         self.repo = repo
@@ -452,7 +460,7 @@ class Table:
             "clone",
             "-q",
             "--no-checkout",
-            "--shared",
+            "--no-hardlinks" if self.copy_objects else "--shared",
             str(self.src),
             str(back),
             cwd=self.dest.backing,
@@ -549,6 +557,7 @@ class Table:
             "fs_type": self.dest.fs_type,
             "latency_ms": self.dest.latency_ms,
             "repo": self.repo["name"],
+            "objects_copied": self.copy_objects,
             "entries": self.entries,
             "rev": self.rev,
             "deletes_deferred": self.dest.defer_delete,
@@ -614,7 +623,8 @@ def markdown(t: dict[str, Any]) -> str:
     gd, gb = s["git_default_s"], s["git_best_s"]
     rss = t["kind"] == "rss"
     head = (
-        f"### {t['kind']} - {t['dest']} ({t['fs_type']}), repo {t['repo']}, "
+        f"### {t['kind']} - {t['dest']} ({t['fs_type']}), repo {t['repo']}"
+        f"{' (objects copied into the clone)' if t.get('objects_copied') else ''}, "
         f"{t['entries']} entries\n\n"
     )
     counted = any("requests" in x for r in t["rows"] for x in r["runs"])
@@ -751,6 +761,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         f"({','.join(genrepo.ATTRIBUTE_SETS)}; default none)",
     )
     ap.add_argument(
+        "--objects",
+        default="packed",
+        help="comma list from packed,loose,loose-clone: the generated repositories' objects, "
+        "a fresh and switch table each (loose: every object unpacked, as after local commits, "
+        "the clone borrowing them through its alternates; loose-clone: copied into the "
+        "clone, loose on the destination); default packed",
+    )
+    ap.add_argument(
         "--src-repo",
         type=Path,
         action="append",
@@ -780,6 +798,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for x in a.attribute_sets:
         if x not in genrepo.ATTRIBUTE_SETS:
             ap.error(f"unknown attribute set {x!r}")
+    a.object_sets = [x.strip() for x in a.objects.split(",") if x.strip()]
+    for x in a.object_sets:
+        if x not in OBJECT_SETS:
+            ap.error(f"unknown --objects {x!r} (choose from {', '.join(OBJECT_SETS)})")
     for d in a.dests:
         if d not in DESTS and not _fuse_latency(d):
             ap.error(
@@ -841,7 +863,11 @@ def main(argv: list[str] | None = None) -> int:
     report: list[str] = []
 
     def repo(
-        files: int, change: float = SWITCH_CHANGE, big: int = 0, attributes: str = "none"
+        files: int,
+        change: float = SWITCH_CHANGE,
+        big: int = 0,
+        attributes: str = "none",
+        objects: str = "packed",
     ) -> tuple[Path, dict[str, Any]]:
         spec = genrepo.RepoSpec(
             shape=a.shape,
@@ -850,6 +876,7 @@ def main(argv: list[str] | None = None) -> int:
             change=change,
             big_blob_mib=big,
             attributes=attributes,
+            loose=objects != "packed",
         )
         path, meta = ensure_repo(a.repo_dir, spec)
         result["repos"][meta["name"]] = meta
@@ -897,16 +924,17 @@ def main(argv: list[str] | None = None) -> int:
             if a.no_generated:
                 continue
             files = a.fuse_files if d.latency_ms is not None else a.files
-            for attrs in a.attribute_sets if not a.no_fresh else []:
-                src, meta = repo(files, attributes=attrs)
-                emit(Table("fresh", d, src, meta, fresh, a.runs, "HEAD"))
-            if a.switch:
-                src, meta = repo(files)
-                emit(
-                    Table(
-                        "switch", d, src, meta, switch_rows(a.worker_list, a.baseline), a.runs, "v2"
-                    )
-                )
+            for attrs, objects in itertools.product(
+                a.attribute_sets if not a.no_fresh else [], a.object_sets
+            ):
+                src, meta = repo(files, attributes=attrs, objects=objects)
+                copy = objects == "loose-clone"
+                emit(Table("fresh", d, src, meta, fresh, a.runs, "HEAD", copy_objects=copy))
+            for objects in a.object_sets if a.switch else []:
+                src, meta = repo(files, objects=objects)
+                rows = switch_rows(a.worker_list, a.baseline)
+                copy = objects == "loose-clone"
+                emit(Table("switch", d, src, meta, rows, a.runs, "v2", copy_objects=copy))
         if a.scaling_list and dests:
             for n in a.scaling_list:
                 src, meta = repo(n)

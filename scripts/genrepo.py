@@ -220,6 +220,7 @@ class RepoSpec:
     change: float = 0.0
     big_blob_mib: int = 0
     attributes: str = "none"
+    loose: bool = False  # every object loose (unpacked), as after local commits or a small fetch
 
 
 @dataclass(frozen=True)
@@ -587,6 +588,8 @@ def generate(spec: RepoSpec, out_dir: Path) -> GenResult:
         raise
     if proc.wait() != 0:
         raise RuntimeError(f"git fast-import failed with exit code {proc.returncode}")
+    if spec.loose:
+        _unpack(out_dir, env)
     head = "refs/tags/v2" if spec.change > 0 else "refs/tags/v1"
     subprocess.run(
         ["git", "-C", str(out_dir), "update-ref", "refs/heads/main", head], check=True, env=env
@@ -607,6 +610,21 @@ def generate(spec: RepoSpec, out_dir: Path) -> GenResult:
         files_v1=files_v1,
         files_v2=files_v2,
     )
+
+
+def _unpack(repo: Path, env: dict[str, str]) -> None:
+    """Make every object of ``repo`` loose: its packs fed to ``git unpack-objects`` (which
+    writes only what the repository lacks, so each pack is moved aside first)."""
+    pack_dir = repo / "objects" / "pack"
+    for pack in sorted(pack_dir.glob("*.pack")):
+        aside = repo / pack.name
+        pack.rename(aside)
+        for other in pack_dir.glob(pack.stem + ".*"):
+            other.unlink()
+        with aside.open("rb") as f:
+            cmd = ["git", "-C", str(repo), "unpack-objects", "-q"]
+            subprocess.run(cmd, stdin=f, check=True, env=env)
+        aside.unlink()
 
 
 def _parse(argv: list[str] | None) -> tuple[RepoSpec, Path]:
@@ -638,9 +656,15 @@ def _parse(argv: list[str] | None) -> tuple[RepoSpec, Path]:
         help="add a .gitattributes (text-auto: '* text=auto eol=lf'; gitlike: "
         "git.git-like, a few dozen eol=crlf and a few ident paths)",
     )
+    ap.add_argument(
+        "--loose",
+        action="store_true",
+        help="every object loose (git unpack-objects), none packed",
+    )
     ap.add_argument("out_dir", type=Path)
     a = ap.parse_args(argv)
-    return RepoSpec(a.shape, a.files, a.seed, a.change, a.big_blob_mib, a.attributes), a.out_dir
+    spec = RepoSpec(a.shape, a.files, a.seed, a.change, a.big_blob_mib, a.attributes, a.loose)
+    return spec, a.out_dir
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -174,3 +174,15 @@ def test_attribute_sets(genrepo: ModuleType, tmp_path: Path, attributes: str) ->
     paths = {p for _m, p, _s, _o in ls_tree(repo, "v1") if not p.endswith(".gitattributes")}
     assert paths == {p for _m, p, _s, _o in ls_tree(tmp_path / "plain", "v1")}
     assert res.v1 != plain.v1
+
+
+def test_loose_objects(genrepo: ModuleType, tmp_path: Path) -> None:
+    """--loose: the same commits, every object loose, no pack."""
+    packed = genrepo.generate(genrepo.RepoSpec(files=300, change=0.2), tmp_path / "p")
+    loose = genrepo.generate(genrepo.RepoSpec(files=300, change=0.2, loose=True), tmp_path / "l")
+    assert loose == packed
+    counts = dict(
+        line.split(": ") for line in git(tmp_path / "l", "count-objects", "-v").splitlines()
+    )
+    assert counts["packs"] == "0" and int(counts["count"]) > 300
+    git(tmp_path / "l", "fsck", "--strict", "--no-dangling")
