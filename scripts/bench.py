@@ -916,11 +916,14 @@ def main(argv: list[str] | None = None) -> int:
         if a.skip_rows:
             fresh = [r for r in fresh if not re.search(a.skip_rows, r.name)]
         for d in dests:
-            for src_repo in a.src_repo:
+            for src_repo, objects in itertools.product(a.src_repo, a.object_sets):
                 src, meta = existing_repo(src_repo)
+                if objects != "packed":
+                    src, meta = loose_copy(src, meta, a.repo_dir)
                 result["repos"][meta["name"]] = meta
                 warm(src)
-                emit(Table("fresh", d, src, meta, fresh, a.runs, "HEAD"))
+                copy = objects == "loose-clone"
+                emit(Table("fresh", d, src, meta, fresh, a.runs, "HEAD", copy_objects=copy))
             if a.no_generated:
                 continue
             files = a.fuse_files if d.latency_ms is not None else a.files
@@ -970,6 +973,23 @@ def existing_repo(path: Path) -> tuple[Path, dict[str, Any]]:
         "ref": "HEAD",
         "spec": {"existing": True},
     }
+
+
+def loose_copy(src: Path, meta: dict[str, Any], repo_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """A copy of an existing repository's HEAD (``clone --depth 1``) with every object
+    loose, cached under ``repo_dir``."""
+    name = f"{meta['name'].removesuffix('.git')}-head-loose"
+    path = repo_dir / name
+    done = path / "loose-copy.json"
+    if not done.exists():
+        benchlib.rmtree(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, **ISOLATED_GIT_ENV}
+        cmd = ["git", "clone", "-q", "--bare", "--depth", "1", f"file://{src}", str(path)]
+        subprocess.run(cmd, check=True, env=env)
+        genrepo._unpack(path, env)
+        done.write_text(json.dumps({"from": str(src), "head": meta["v1"]}))
+    return path, {**meta, "name": name, "spec": {"existing": True, "loose": True}}
 
 
 def compile_bytecode(src: Path = PROJECT / "src") -> str:
