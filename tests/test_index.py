@@ -432,9 +432,20 @@ def test_missing_directory_is_a_write_error(tmp_path: Path) -> None:
 # --- refused and corrupt indexes -------------------------------------------------------------
 
 
-def test_split_index_is_unsupported(small_repo: Path) -> None:
+def test_split_index_reads_as_the_whole_index(small_repo: Path) -> None:
+    whole = read_index(index_path(small_repo))
     git(small_repo, "update-index", "--split-index")
-    with pytest.raises(UnsupportedIndexError, match="split index"):
+    split = read_index(index_path(small_repo))
+    assert split.split is not None and [e.path for e in split.entries] == [
+        e.path for e in whole.entries
+    ]
+
+
+def test_split_index_without_its_shared_index_is_one_line(small_repo: Path) -> None:
+    git(small_repo, "update-index", "--split-index")
+    for p in (small_repo / ".git").glob("sharedindex.*"):
+        p.unlink()
+    with pytest.raises(IndexFileError, match="cannot read shared index"):
         read_index(index_path(small_repo))
 
 

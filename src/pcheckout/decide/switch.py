@@ -72,7 +72,7 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     """The switch's plan: ``entries`` is REV's tree, ``head_entries`` HEAD's; ``fs`` the
     destination's filesystem."""
     ctx, opts = run.ctx, run.opts
-    index = ix.read_index(ctx.repo.index_path)
+    index = ix.read_index(ctx.repo.index_path, git_dir=ctx.repo.git_dir)
     if any(e.stage for e in index.entries):
         raise DestinationError("the index has unmerged entries; resolve them first")
     index_entries = (
@@ -122,7 +122,9 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
             ctx, run.root, tables.in_index, tables.target, change, opts.force, run.target.tree
         )
     absent = frozenset(left.ours - left.present)
-    facts = _Facts(fs, entries, index.version, cone, sparsity, threads.min_share, subs, absent)
+    facts = _Facts(
+        fs, entries, index.version, cone, sparsity, threads.min_share, subs, absent, index.split
+    )
     return _plan(run, tables, plan.keep, split, facts)
 
 
@@ -193,6 +195,7 @@ class _Facts(NamedTuple):
     min_share: int  # the parallel deletes' least share worth a thread
     submodules: tuple[SubmoduleMove, ...]  # submodule.recurse: what moves
     absent: frozenset[bytes] = frozenset()  # removed paths not there (an interrupted run's)
+    split: ix.SplitIndex | None = None  # a split index's tie to its shared index
 
 
 def _plan(
@@ -239,7 +242,9 @@ def _plan(
         dry_run=opts.dry_run,
         selection=sel,
         delete=split.remove,
-        kept=KeptEntries([e for p, e in keep.items() if p not in moved], recorded, version),
+        kept=KeptEntries(
+            [e for p, e in keep.items() if p not in moved], recorded, version, facts.split
+        ),
         head=HeadMove(opts.rev, run.target),
         earlier=_earlier(run),
         warnings=_warnings(facts.sparsity, split.left),

@@ -13,13 +13,19 @@ before git 2.38).  In short, all integers big-endian:
 
 What pcheckout needs is the entries: :func:`read_index` skips the optional
 extensions (TREE, REUC, UNTR, EOIE, IEOT, FSMN, ...), and :func:`write_index`
-writes none, which git accepts (it rebuilds the cache tree when it needs one).
-A split index (``link``) cannot be understood without the extension and is
-refused with :class:`UnsupportedIndexError`.  A sparse index (``sdir``) is read
-with its sparse-directory entries as they are (mode 040000, path ending in "/",
-the directory's tree id, skip-worktree; ``Index.sparse`` is set) for the caller
-to expand (``pcheckout.git.sparse``); :func:`encode_rows` writes the empty
-``sdir`` marker when asked (``sparse_directories=True``).
+writes none, which git accepts (it rebuilds the cache tree when it needs one);
+:func:`encode_rows` appends those it is given (``git/splitindex.py``).
+
+A split index (``link``: the shared index's checksum, then the delete and replace
+EWAH bitmaps, ``git/ewah.py``) is read as split-index.c merge_base_index reads it:
+the entries of the shared index ``<git dir>/sharedindex.<hex>``, those the delete
+bitmap names removed, those the replace bitmap names replaced by the first entries
+here (whose paths are empty), the rest added; ``Index.split`` keeps what writing
+it again needs.  A sparse index (``sdir``) is read with its sparse-directory
+entries as they are (mode 040000, path ending in "/", the directory's tree id,
+skip-worktree; ``Index.sparse`` is set) for the caller to expand
+(``pcheckout.git.sparse``); :func:`encode_rows` writes the empty ``sdir`` marker
+when asked (``sparse_directories=True``).
 
 Speed: a checkout writes 100k+ entries, so the encoder packs each entry with one
 precompiled :class:`struct.Struct` call into one list joined once and hashes once,
@@ -34,9 +40,10 @@ import gc
 import hashlib
 import os
 import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from operator import attrgetter
+from typing import NamedTuple
 
 from pcheckout.errors import (
     CorruptIndexError,
@@ -49,6 +56,7 @@ from pcheckout.errors import (
     unable_to_lock_message,
 )
 from pcheckout.fdio import write_all
+from pcheckout.git import ewah
 from pcheckout.git.indexformat import (
     ENTRY_ALIGN,
     FLAG_EXTENDED,
@@ -65,6 +73,7 @@ __all__ = [
     "IndexEntry",
     "IndexFileError",
     "IndexLockError",
+    "SplitIndex",
     "UnsupportedIndexError",
     "decode_index",
     "encode_index",
@@ -155,11 +164,22 @@ class IndexEntry:
 
 
 @dataclass(frozen=True)
+class SplitIndex:
+    """What a split index's ``link`` extension tied it to (split-index.c)."""
+
+    base_oid: bytes  # the shared index's checksum (``sharedindex.<hex>``); zeros: none yet
+    base: tuple[IndexEntry, ...] = ()  # the shared index's entries, in its order
+    #: (path, stage) of each merged entry still tied to an entry of ``base`` -> its position
+    linked: Mapping[tuple[bytes, int], int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class Index:
     version: int
     entries: tuple[IndexEntry, ...]
     hash_name: str  # "sha1" | "sha256"
     sparse: bool = False  # had the "sdir" extension: may hold sparse-directory entries
+    split: SplitIndex | None = None  # had the "link" extension: a split index, merged
 
 
 def sort_key(entry: IndexEntry) -> tuple[bytes, int]:
@@ -301,6 +321,8 @@ def encode_index(
     """The bytes of an index holding ``entries`` (in any order); see :func:`write_index`."""
     _check_version(version)
     ordered = sorted(entries, key=_by_path)  # C-speed key; stages are fixed below if needed
+    if ordered and not ordered[0].path:  # (empty paths are a split index's replacements)
+        raise _bad_row(b"", ordered[0].oid, _hash_size(hash_name))
     extended = any(e.extended_flags for e in ordered)
     try:
         body = encode_rows(
@@ -353,13 +375,16 @@ def encode_rows(
     skip_hash: bool = False,
     allow_same_path: bool = False,
     sparse_directories: bool = False,
+    extensions: bytes = b"",
 ) -> bytearray:
     """Header, entries and trailer for ``count`` rows already in index order.
 
     One growing bytearray (no per-entry pieces kept), hashed once at the end.
     ``extended`` says whether some row has extended flags: git writes v3 only
     then ("demote version 3 to version 2 when the latter suffices").
-    ``sparse_directories`` appends the empty ``sdir`` extension that marks a
+    ``allow_same_path``: rows may share a path (merge stages) or have none (a split
+    index's replacement entries).  ``extensions`` (headers and data) follow the
+    entries; ``sparse_directories`` then appends the empty ``sdir`` extension that marks a
     sparse index (read-cache.c write_index_ext_header(CACHE_EXT_SPARSE_DIRECTORIES))."""
     _check_version(version)
     rawsz = _hash_size(hash_name)
@@ -384,7 +409,7 @@ def encode_rows(
         if p == prev and not allow_same_path:
             raise _SamePath
         oid = fields[-1]
-        if not n or len(oid) != rawsz or b"\0" in p:
+        if (not n and not allow_same_path) or len(oid) != rawsz or b"\0" in p:
             raise _bad_row(p, oid, rawsz)
         flags = (eflags & keep) | (n if n < name_mask else name_mask)
         try:
@@ -415,6 +440,7 @@ def encode_rows(
         written += 1
     if written != count:
         raise CorruptIndexError(f"index: {written} entries written, {count} announced")
+    buf += extensions
     if sparse_directories:
         buf += EXT_HEADER.pack(EXT_SPARSE_DIRECTORIES, 0)
     buf += bytes(rawsz) if skip_hash else hashlib.new(hash_name, buf).digest()
@@ -476,27 +502,46 @@ def write_index_bytes(
 
 
 def read_index(
-    path: str | bytes | os.PathLike[str] | os.PathLike[bytes], *, hash_name: str | None = None
+    path: str | bytes | os.PathLike[str] | os.PathLike[bytes],
+    *,
+    hash_name: str | None = None,
+    git_dir: str | bytes | os.PathLike[str] | os.PathLike[bytes] | None = None,
 ) -> Index:
     """Parse the index at ``path`` (v2/v3/v4), verifying its trailing checksum.
 
     The object hash is detected from the checksum unless ``hash_name`` is given
     (with an all-zero skipHash trailer, from which layout parses).  Optional
-    extensions are skipped; a split index raises UnsupportedIndexError, a sparse
+    extensions are skipped; a split index is merged with its shared index in
+    ``git_dir`` (by default the index's directory, as for ``.git/index``); a sparse
     index comes back with ``sparse=True`` and its sparse-directory entries."""
     fpath = os.fsencode(path)
+    data = _read_file(fpath, "index")
+    shared_dir = os.fsencode(git_dir) if git_dir is not None else os.path.dirname(fpath)
+    return decode_index(data, hash_name=hash_name, path=fpath, git_dir=shared_dir)
+
+
+def _read_file(fpath: bytes, what: str) -> bytes:
     try:
         with open(fpath, "rb") as f:
-            data = f.read()
+            return f.read()
     except OSError as exc:
         raise IndexFileError(
-            f"cannot read index {quote_path(fpath)}: {exc.strerror or exc}", fpath, exc.errno
+            f"cannot read {what} {quote_path(fpath)}: {exc.strerror or exc}", fpath, exc.errno
         ) from exc
-    return decode_index(data, hash_name=hash_name, path=fpath)
 
 
-def decode_index(data: bytes, *, hash_name: str | None = None, path: bytes = b"index") -> Index:
-    """Parse index bytes; see :func:`read_index`."""
+def decode_index(
+    data: bytes, *, hash_name: str | None = None, path: bytes = b"index", git_dir: bytes = b"."
+) -> Index:
+    """Parse index bytes; see :func:`read_index` (a split index's shared index is read
+    from ``git_dir``)."""
+    index, link = _decode(data, hash_name, path)
+    if link is None:
+        return index
+    return _merge_split(index, link, git_dir, path)
+
+
+def _decode(data: bytes, hash_name: str | None, path: bytes) -> tuple[Index, _Link | None]:
     where = quote_path(path)
     if len(data) < HEADER.size or data[:4] != SIGNATURE:
         raise CorruptIndexError(f"{where} is not a git index (bad signature)", path)
@@ -528,6 +573,73 @@ def decode_index(data: bytes, *, hash_name: str | None = None, path: bytes = b"i
     raise error
 
 
+class _Link(NamedTuple):
+    """A ``link`` extension as stored: the shared index's checksum, the bitmaps."""
+
+    base_oid: bytes
+    delete: list[int]
+    replace: list[int]
+
+
+def _read_link(data: bytes, rawsz: int, where: str, path: bytes) -> _Link:
+    """split-index.c read_link_extension."""
+    if len(data) < rawsz:
+        raise CorruptIndexError(f"{where}: corrupt link extension (too short)", path)
+    if len(data) == rawsz:
+        return _Link(data, [], [])
+    try:
+        delete, used = ewah.decode(data, rawsz)
+        replace, used2 = ewah.decode(data, rawsz + used)
+    except ewah.EwahError:
+        raise CorruptIndexError(f"{where}: corrupt bitmap in link extension", path) from None
+    if rawsz + used + used2 != len(data):
+        raise CorruptIndexError(f"{where}: garbage at the end of link extension", path)
+    return _Link(data[:rawsz], delete, replace)
+
+
+def _merge_split(index: Index, link: _Link, git_dir: bytes, path: bytes) -> Index:
+    """The entries git reads from a split index (split-index.c merge_base_index)."""
+    where = quote_path(path)
+    if not any(link.base_oid):  # no shared index (yet): every entry is here
+        return replace(index, split=SplitIndex(link.base_oid))
+    shared_path = os.path.join(git_dir, b"sharedindex." + link.base_oid.hex().encode())
+    data = _read_file(shared_path, "shared index")
+    base, _ = _decode(data, index.hash_name, shared_path)
+    if data[-len(link.base_oid) :] != link.base_oid:
+        raise CorruptIndexError(
+            f"broken index, expect {link.base_oid.hex()} in {quote_path(shared_path)}", path
+        )
+    shared = list(base.entries)
+    merged: list[IndexEntry | None] = list(shared)
+    own = index.entries
+    if len(link.replace) > len(own) or any(p >= len(shared) for p in link.delete + link.replace):
+        raise CorruptIndexError(f"{where}: corrupt link extension (bitmap out of range)", path)
+    for k, pos in enumerate(link.replace):
+        if own[k].path:
+            raise CorruptIndexError(f"{where}: corrupt link extension, entry {pos}", path)
+        merged[pos] = replace(own[k], path=shared[pos].path)
+    for pos in link.delete:
+        if pos in link.replace:
+            raise CorruptIndexError(f"{where}: entry {pos} both replaced and deleted", path)
+        merged[pos] = None
+    table = {
+        sort_key(e): (e, pos) for pos, e in enumerate(merged) if e is not None
+    }  # (path, stage) -> (entry, its position in the shared index)
+    for e in own[len(link.replace) :]:
+        if not e.path:
+            raise CorruptIndexError(f"{where}: index entry with an empty path", path)
+        key = sort_key(e)
+        if e.stage == 0:  # a merged entry replaces every stage of its path
+            for stage in (1, 2, 3):
+                table.pop((e.path, stage), None)
+        was = table.get(key)
+        table[key] = (e, was[1] if was is not None else -1)
+    keys = sorted(table)
+    linked = {k: table[k][1] for k in keys if table[k][1] >= 0}
+    split = SplitIndex(link.base_oid, base.entries, linked)
+    return replace(index, entries=tuple(table[k][0] for k in keys), split=split)
+
+
 def _check_order(previous: IndexEntry, name: bytes, flags: int, where: str, path: bytes) -> None:
     if name < previous.path:
         raise CorruptIndexError(f"{where}: unordered entries {quote_path(name)}", path)
@@ -537,7 +649,9 @@ def _check_order(previous: IndexEntry, name: bytes, flags: int, where: str, path
         raise CorruptIndexError(f"{where}: unordered stage entries for {quote_path(name)}", path)
 
 
-def _parse(data: bytes, version: int, count: int, hash_name: str, path: bytes) -> Index:
+def _parse(
+    data: bytes, version: int, count: int, hash_name: str, path: bytes
+) -> tuple[Index, _Link | None]:
     # 100k new GC-tracked objects trigger ~20% worth of pointless collections: none
     # of them can be garbage yet.  Pausing the collector only delays it.
     paused = gc.isenabled()
@@ -550,7 +664,9 @@ def _parse(data: bytes, version: int, count: int, hash_name: str, path: bytes) -
             gc.enable()
 
 
-def _parse_entries(data: bytes, version: int, count: int, hash_name: str, path: bytes) -> Index:
+def _parse_entries(
+    data: bytes, version: int, count: int, hash_name: str, path: bytes
+) -> tuple[Index, _Link | None]:
     where = quote_path(path)
     rawsz = HASH_SIZES[hash_name]
     end = len(data) - rawsz
@@ -615,17 +731,15 @@ def _parse_entries(data: bytes, version: int, count: int, hash_name: str, path: 
     except (struct.error, IndexError):
         raise CorruptIndexError(f"{where}: truncated index entries", path) from None
     sparse = False
+    link = None
     while off < end:
         if end - off < EXT_HEADER.size:
             raise CorruptIndexError(f"{where}: truncated index extension", path)
         sig, size = EXT_HEADER.unpack_from(data, off)
+        body = off + EXT_HEADER.size
         if sig == EXT_SPLIT_INDEX:
-            raise UnsupportedIndexError(
-                f"{where} is a split index (core.splitIndex), which pcheckout does not support; "
-                "run 'git update-index --no-split-index'",
-                path,
-            )
-        if sig == EXT_SPARSE_DIRECTORIES:
+            link = _read_link(data[body : body + size], rawsz, where, path)
+        elif sig == EXT_SPARSE_DIRECTORIES:
             sparse = True
         elif not 0x41 <= sig[0] <= 0x5A:  # 'A'..'Z': optional, anything else is required
             raise UnsupportedIndexError(
@@ -635,6 +749,6 @@ def _parse_entries(data: bytes, version: int, count: int, hash_name: str, path: 
         off += EXT_HEADER.size + size
     if off != end:
         raise CorruptIndexError(f"{where}: truncated index extension", path)
-    if saw_empty:
+    if saw_empty and link is None:
         raise CorruptIndexError(f"{where}: index entry with an empty path", path)
-    return Index(version, tuple(entries), hash_name, sparse)
+    return Index(version, tuple(entries), hash_name, sparse), link

@@ -4,6 +4,7 @@ keeps it from being racily clean where re-reading a file costs round trips."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
@@ -13,6 +14,7 @@ from pcheckout.errors import PcheckoutError, quote_path
 from pcheckout.fs.detect import FsInfo
 from pcheckout.fs.files import unpack_stat
 from pcheckout.git import index as ix
+from pcheckout.git import splitindex as si
 from pcheckout.git.config import config_bool
 from pcheckout.git.lock import IndexLock
 from pcheckout.git.tree import Entry
@@ -117,18 +119,48 @@ def write_fresh_index(
 
     if settle:
         settle_racy_timestamps(stats, outcome.seconds)
+    layout = _layout(ctx, index_version(ctx.config, ctx.environ))
+    split = si.wants_split(ctx.config, None)
     data = ix.encode_rows(
         rows(),
         n,
-        version=index_version(ctx.config, ctx.environ),
-        hash_name=ctx.repo.object_format,
-        skip_hash=skip_hash(ctx.config, ctx.git.version),
+        version=layout.version,
+        hash_name=layout.hash_name,
+        skip_hash=layout.skip_hash and not split,
         extended=skip is not None,
     )
+    _commit(ctx, si.around_shared(bytes(data), layout, b"") if split else data, lock)
+
+
+def _layout(ctx: Context, version: int) -> si.Layout:
+    return si.Layout(version, ctx.repo.object_format, skip_hash(ctx.config, ctx.git.version))
+
+
+def _commit(ctx: Context, data: bytes | bytearray | si.SplitWrite, lock: IndexLock | None) -> None:
+    """Put the index (and a split index's shared index first) in place, through ``lock``
+    (held since the run began) if given."""
+    git_dir = os.fsencode(ctx.repo.git_dir)
+    index = data.data if isinstance(data, si.SplitWrite) else data
+    if isinstance(data, si.SplitWrite):
+        si.put_shared(git_dir, data)
     if lock is not None:
-        lock.commit(data)
+        lock.commit(index)
     else:
-        ix.write_index_bytes(ctx.repo.index_path, data)
+        ix.write_index_bytes(ctx.repo.index_path, index)
+    if isinstance(data, si.SplitWrite) and data.shared is not None:
+        si.clean_shared(git_dir, data.shared_name, _shared_expiry(ctx))
+
+
+def _shared_expiry(ctx: Context) -> float | None:
+    """splitIndex.sharedIndexExpire as git parses it (an expiry date; "never": None)."""
+    if "splitindex.sharedindexexpire" not in ctx.config:
+        return si.default_expiry()
+    try:
+        out = ctx.git.out("config", "--type=expiry-date", "splitIndex.sharedIndexExpire")
+        stamp = int(out.strip() or b"0")
+    except (PcheckoutError, ValueError):
+        return si.default_expiry()
+    return float(stamp) if stamp else None
 
 
 class KeptEntries(NamedTuple):
@@ -137,6 +169,7 @@ class KeptEntries(NamedTuple):
     keep: list[ix.IndexEntry]  # entries kept as they are, their stat data too
     recorded: list[ix.IndexEntry]  # recorded with the skip-worktree bit (outside the cone)
     version: int  # the version it is written in
+    split: ix.SplitIndex | None = None  # the read index's tie to its shared index
 
 
 def write_switch_index(
@@ -159,16 +192,17 @@ def write_switch_index(
     entries += kept.recorded
     if settle:
         settle_racy_timestamps(outcome.stats, outcome.seconds)
+    layout = _layout(ctx, kept.version)
+    if si.wants_split(ctx.config, kept.split):
+        linked = kept.split.linked if kept.split is not None else {}
+        tied = {k: linked[k] for k in map(ix.sort_key, kept.keep) if k in linked}
+        entries.sort(key=ix.sort_key)
+        _commit(ctx, si.encode_split(entries, kept.split, tied, ctx.config, layout), lock)
+        return
     data = ix.encode_index(
-        entries,
-        version=kept.version,
-        hash_name=ctx.repo.object_format,
-        skip_hash=skip_hash(ctx.config, ctx.git.version),
+        entries, version=layout.version, hash_name=layout.hash_name, skip_hash=layout.skip_hash
     )
-    if lock is not None:
-        lock.commit(data)
-    else:
-        ix.write_index_bytes(ctx.repo.index_path, data)
+    _commit(ctx, data, lock)
 
 
 def skip_hash(config: Mapping[str, str], git_version: tuple[int, int, int]) -> bool:

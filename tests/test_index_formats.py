@@ -1,0 +1,211 @@
+"""Index formats against git's own: a split index (core.splitIndex, sharedindex.<hex>, the
+link extension's EWAH bitmaps), GIT_INDEX_FILE; both writers, git's result on the same repo."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import assert_same_as_git, clone_no_checkout, git, make_repo, write_tree_files
+
+from pcheckout.checkout import CheckoutOptions, checkout
+from pcheckout.git import ewah
+from pcheckout.git.index import EXT_HEADER, HEADER, decode_index, read_index
+
+pytestmark = pytest.mark.usefixtures("writer")
+
+FILES = {b"f%02d" % i: b"%d\n" % i for i in range(30)} | {b"d/x": b"x\n", b"d/e/y": b"y\n"}
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    src = make_repo(tmp_path, dict(FILES))
+    git(src, "tag", "v1")
+    write_tree_files(src, {b"f01": b"changed\n", b"new": b"new\n"})
+    (src / "f02").unlink()
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "small")
+    git(src, "tag", "small")
+    write_tree_files(src, {p: b"big " + p + b"\n" for p in FILES if p.startswith(b"f1")})
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "big")
+    git(src, "tag", "big")
+    return src
+
+
+def _extensions(data: bytes) -> dict[bytes, bytes]:
+    """Every extension of the index ``data`` (sha1), by signature, walking its entries."""
+    _, version, count = HEADER.unpack_from(data)
+    assert version in (2, 3)
+    off = HEADER.size
+    for _ in range(count):
+        (flags,) = struct.unpack_from(">H", data, off + 60)
+        start = off + 62 + (2 if flags & 0x4000 else 0)
+        n = data.index(b"\0", start) - start
+        off += (start - off + n + 8) & ~7
+    out = {}
+    while off < len(data) - 20:
+        sig, size = EXT_HEADER.unpack_from(data, off)
+        out[sig] = data[off + 8 : off + 8 + size]
+        off += 8 + size
+    return out
+
+
+def _shape(work: Path) -> tuple[object, ...]:
+    """What git's split index says besides stat data: the paths stored in the index
+    itself (empty: replacements), the bitmaps, whether the shared index git names
+    exists and holds what git reads back."""
+    data = (work / ".git" / "index").read_bytes()
+    raw = decode_index(data, git_dir=b"/nonexistent") if b"link" not in data else None
+    if raw is not None:
+        return ("whole", len(raw.entries))
+    link = _extensions(data)[b"link"]
+    delete, used = ewah.decode(link, 20)
+    replace, _ = ewah.decode(link, 20 + used)
+    own = _own_paths(data)
+    shared = work / ".git" / ("sharedindex." + link[:20].hex())
+    assert shared.is_file(), shared
+    assert b"link" not in _extensions(shared.read_bytes())
+    return ("split", own, delete, replace)
+
+
+def _own_paths(data: bytes) -> list[bytes]:
+    _, _, count = HEADER.unpack_from(data)
+    off, out = HEADER.size, []
+    for _ in range(count):
+        (flags,) = struct.unpack_from(">H", data, off + 60)
+        start = off + 62 + (2 if flags & 0x4000 else 0)
+        n = data.index(b"\0", start) - start
+        out.append(data[start : start + n])
+        off += (start - off + n + 8) & ~7
+    return out
+
+
+def _pair(tmp_path: Path, repo: Path, config: dict[str, str]) -> tuple[Path, Path]:
+    return (
+        clone_no_checkout(repo, tmp_path / "ours", config),
+        clone_no_checkout(repo, tmp_path / "theirs", config),
+    )
+
+
+def _both(ours: Path, theirs: Path, rev: str) -> None:
+    git(theirs, "checkout", "-q", rev)
+    checkout(CheckoutOptions(directory=ours, rev=rev))
+
+
+def _usable(work: Path) -> None:
+    """git reads the index back: status is clean, a commit works, fsck is content."""
+    assert git(work, "status", "--porcelain") == b""
+    (work / "f05").write_bytes(b"edited\n")
+    git(work, "commit", "-qam", "after")
+    assert git(work, "status", "--porcelain") == b""
+    git(work, "fsck", "--no-progress")
+
+
+def _shared_files(work: Path) -> int:
+    return sum(1 for p in (work / ".git").iterdir() if p.name.startswith("sharedindex."))
+
+
+@pytest.mark.parametrize("expire", [None, "now"])
+@pytest.mark.parametrize("second", ["small", "big"])
+def test_split_index_checkout_and_switch_as_git(
+    tmp_path: Path, repo: Path, second: str, expire: str | None
+) -> None:
+    config = {"core.splitIndex": "true"}
+    if expire:
+        config["splitIndex.sharedIndexExpire"] = expire
+    ours, theirs = _pair(tmp_path, repo, config)
+    _both(ours, theirs, "v1")
+    assert_same_as_git(ours, theirs)
+    assert _shape(ours) == _shape(theirs) == ("split", [], [], [])
+    _both(ours, theirs, second)
+    assert_same_as_git(ours, theirs)
+    assert git(ours, "ls-files", "-s", "-t") == git(theirs, "ls-files", "-s", "-t")
+    shape = _shape(theirs)
+    assert _shape(ours) == shape
+    # small: a delta on the first shared index (f01 and new written, f01 f02 deleted);
+    # big: more than 20% of the entries are new, so a new shared index
+    assert (shape[1] == [b"f01", b"new"]) == (second == "small")
+    # the first shared index is kept for two weeks, by default
+    assert (
+        _shared_files(ours) == _shared_files(theirs) == (2 if not expire and second == "big" else 1)
+    )
+    _usable(ours)
+
+
+@pytest.mark.parametrize("setting", ["unset", "false"])
+def test_an_index_split_by_update_index_follows_core_splitindex(
+    tmp_path: Path, repo: Path, setting: str
+) -> None:
+    ours, theirs = _pair(tmp_path, repo, {})
+    for w in (ours, theirs):
+        git(w, "checkout", "-q", "v1")
+        git(w, "update-index", "--split-index")
+        if setting == "false":
+            git(w, "config", "core.splitIndex", "false")
+    _both(ours, theirs, "small")
+    assert_same_as_git(ours, theirs)
+    assert _shape(ours)[0] == _shape(theirs)[0] == ("split" if setting == "unset" else "whole")
+    _usable(ours)
+
+
+def test_a_split_index_with_replaced_entries_reads_as_git_reads_it(
+    tmp_path: Path, repo: Path
+) -> None:
+    work = clone_no_checkout(repo, tmp_path / "w", {"splitIndex.maxPercentChange": "100"})
+    git(work, "checkout", "-q", "v1")
+    git(work, "update-index", "--split-index")  # (replaces the racily clean entries)
+    git(work, "rm", "-q", "--cached", "f07")
+    (work / "added").write_bytes(b"a\n")
+    git(work, "add", "added")
+    data = (work / ".git" / "index").read_bytes()
+    link = _extensions(data)[b"link"]
+    delete, used = ewah.decode(link, 20)
+    replace, _ = ewah.decode(link, 20 + used)
+    assert len(delete) == 1 and replace
+    merged = read_index(work / ".git" / "index")
+    whole = tmp_path / "whole"
+    shutil.copytree(work, whole, symlinks=True)
+    git(whole, "update-index", "--no-split-index")
+    assert merged.entries == read_index(whole / ".git" / "index").entries
+    assert merged.split is not None and len(merged.split.base) == len(FILES)
+
+
+def _git_with_index(work: Path, *args: str) -> bytes:
+    env = dict(os.environ, GIT_INDEX_FILE=str(work / ".git" / "other-index"))
+    return subprocess.run(
+        ["git", "-C", str(work), *args], env=env, check=True, capture_output=True
+    ).stdout
+
+
+def test_git_index_file_elsewhere(
+    tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ours, theirs = _pair(tmp_path, repo, {})
+    for w in (ours, theirs):
+        _git_with_index(w, "checkout", "-q", "v1")
+    _git_with_index(theirs, "checkout", "-q", "small")
+    monkeypatch.setenv("GIT_INDEX_FILE", str(ours / ".git" / "other-index"))
+    checkout(CheckoutOptions(directory=ours, rev="small"))
+    monkeypatch.delenv("GIT_INDEX_FILE")
+    assert _git_with_index(ours, "status", "--porcelain") == b""
+    assert _git_with_index(ours, "ls-files", "-s") == _git_with_index(theirs, "ls-files", "-s")
+    assert _git_with_index(ours, "rev-parse", "HEAD") == _git_with_index(
+        theirs, "rev-parse", "HEAD"
+    )
+    assert not (ours / ".git" / "index").exists()
+
+
+def test_ewah_bytes_as_git_writes_them() -> None:
+    # the delete bitmap git 2.39 wrote for positions 1 and 12 (and its empty bitmap)
+    assert ewah.encode([1, 12]).hex() == (
+        "0000000d000000020000000200000000000000000000100200000000"
+    )
+    assert ewah.encode([]).hex() == "0000000000000001000000000000000000000000"
+    for positions in ([0], list(range(64)), list(range(200)), [5, 64 * 40, 64 * 40 + 3]):
+        data = ewah.encode(positions)
+        assert ewah.decode(data) == (positions, len(data))
