@@ -209,3 +209,27 @@ def test_ewah_bytes_as_git_writes_them() -> None:
     for positions in ([0], list(range(64)), list(range(200)), [5, 64 * 40, 64 * 40 + 3]):
         data = ewah.encode(positions)
         assert ewah.decode(data) == (positions, len(data))
+
+
+def _tree(work: Path) -> bytes | None:
+    return _extensions((work / ".git" / "index").read_bytes()).get(b"TREE")
+
+
+@pytest.mark.parametrize("split", ["false", "true"])
+def test_cache_tree_bytes_as_git_writes_them(tmp_path: Path, repo: Path, split: str) -> None:
+    ours, theirs = _pair(tmp_path, repo, {"core.splitIndex": split})
+    _both(ours, theirs, "v1")  # a fresh checkout
+    assert _tree(ours) == _tree(theirs) is not None
+    _both(ours, theirs, "small")  # a switch
+    assert _tree(ours) == _tree(theirs)
+    for w in (ours, theirs):  # kept through the switch: a staged change, an intent-to-add
+        (w / "d" / "x").write_bytes(b"staged\n")
+        git(w, "add", "d/x")
+        (w / "d" / "e" / "ita").write_bytes(b"i\n")
+        git(w, "add", "-N", "d/e/ita")
+    _both(ours, theirs, "big")
+    assert _tree(ours) == _tree(theirs)
+    assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")
+    git(ours, "rm", "-q", "--cached", "d/e/ita")
+    git(ours, "commit", "-qm", "staged")
+    assert git(ours, "show", "--stat", "--format=", "HEAD").strip().startswith(b"d/x")

@@ -317,8 +317,10 @@ def encode_index(
     version: int = 2,
     hash_name: str = "sha1",
     skip_hash: bool = False,
+    extensions: bytes = b"",
 ) -> bytes:
-    """The bytes of an index holding ``entries`` (in any order); see :func:`write_index`."""
+    """The bytes of an index holding ``entries`` (in any order), then ``extensions``;
+    see :func:`write_index`."""
     _check_version(version)
     ordered = sorted(entries, key=_by_path)  # C-speed key; stages are fixed below if needed
     if ordered and not ordered[0].path:  # (empty paths are a split index's replacements)
@@ -332,6 +334,7 @@ def encode_index(
             hash_name=hash_name,
             extended=extended,
             skip_hash=skip_hash,
+            extensions=extensions,
         )
     except _SamePath:
         ordered = _check_conflicts(ordered)
@@ -343,6 +346,7 @@ def encode_index(
             extended=extended,
             skip_hash=skip_hash,
             allow_same_path=True,
+            extensions=extensions,
         )
     return bytes(body)
 

@@ -38,6 +38,7 @@ __all__ = [
     "clean_shared",
     "default_expiry",
     "encode_split",
+    "fields",
     "link_extension",
     "put_shared",
     "wants_split",
@@ -102,7 +103,7 @@ class Layout(NamedTuple):
 def _encode(
     entries: Sequence[ix.IndexEntry], layout: Layout, extensions: bytes, *, split: bool
 ) -> bytes:
-    rows = [(e.path, _fields(e), e.flags, e.extended_flags) for e in entries]
+    rows = [(e.path, fields(e), e.flags, e.extended_flags) for e in entries]
     return bytes(
         ix.encode_rows(
             rows,
@@ -117,7 +118,7 @@ def _encode(
     )
 
 
-def _fields(e: ix.IndexEntry) -> ix.Fields:
+def fields(e: ix.IndexEntry) -> ix.Fields:
     return (
         e.ctime_s,
         e.ctime_ns,

@@ -13,6 +13,7 @@ from pcheckout.context import Context
 from pcheckout.errors import PcheckoutError, quote_path
 from pcheckout.fs.detect import FsInfo
 from pcheckout.fs.files import unpack_stat
+from pcheckout.git import cachetree
 from pcheckout.git import index as ix
 from pcheckout.git import splitindex as si
 from pcheckout.git.config import config_bool
@@ -121,6 +122,10 @@ def write_fresh_index(
         settle_racy_timestamps(stats, outcome.seconds)
     layout = _layout(ctx, index_version(ctx.config, ctx.environ))
     split = si.wants_split(ctx.config, None)
+    fromhex = bytes.fromhex
+    tree = _cache_tree(
+        ctx, ((e.path, e.mode, fromhex(e.oid), False) for e in map(entries.__getitem__, order))
+    )
     data = ix.encode_rows(
         rows(),
         n,
@@ -128,8 +133,31 @@ def write_fresh_index(
         hash_name=layout.hash_name,
         skip_hash=layout.skip_hash and not split,
         extended=skip is not None,
+        extensions=b"" if split else tree,
     )
-    _commit(ctx, si.around_shared(bytes(data), layout, b"") if split else data, lock)
+    _commit(ctx, si.around_shared(bytes(data), layout, tree) if split else data, lock)
+
+
+def _cache_tree(ctx: Context, items: Iterable[cachetree.Item]) -> bytes:
+    """The TREE extension git writes after a checkout (``git/cachetree.py``)."""
+
+    def missing(oids: list[bytes]) -> set[bytes]:
+        root = _absent(ctx, oids[:1])  # the root tree there: the checkout listed every subtree
+        return _absent(ctx, oids) if root else set()
+
+    return cachetree.extension(items, ctx.repo.object_format, missing)
+
+
+def _absent(ctx: Context, oids: list[bytes]) -> set[bytes]:
+    """Which of the objects ``oids`` the repository lacks (cat-file --batch-check)."""
+    out = ctx.git.out(
+        "cat-file", "--batch-check", input=b"".join(o.hex().encode() + b"\n" for o in oids)
+    )
+    return {
+        bytes.fromhex(line.split()[0].decode())
+        for line in out.splitlines()
+        if line.endswith(b" missing")
+    }
 
 
 def _layout(ctx: Context, version: int) -> si.Layout:
@@ -193,14 +221,24 @@ def write_switch_index(
     if settle:
         settle_racy_timestamps(outcome.stats, outcome.seconds)
     layout = _layout(ctx, kept.version)
+    entries.sort(key=ix.sort_key)
+    tree = b""
+    if not any(e.stage for e in entries):  # (git writes no cache tree for an unmerged index)
+        ita = ix.EXT_FLAG_INTENT_TO_ADD
+        tree = _cache_tree(
+            ctx, ((e.path, e.mode, e.oid, bool(e.extended_flags & ita)) for e in entries)
+        )
     if si.wants_split(ctx.config, kept.split):
         linked = kept.split.linked if kept.split is not None else {}
         tied = {k: linked[k] for k in map(ix.sort_key, kept.keep) if k in linked}
-        entries.sort(key=ix.sort_key)
-        _commit(ctx, si.encode_split(entries, kept.split, tied, ctx.config, layout), lock)
+        _commit(ctx, si.encode_split(entries, kept.split, tied, ctx.config, layout, tree), lock)
         return
     data = ix.encode_index(
-        entries, version=layout.version, hash_name=layout.hash_name, skip_hash=layout.skip_hash
+        entries,
+        version=layout.version,
+        hash_name=layout.hash_name,
+        skip_hash=layout.skip_hash,
+        extensions=tree,
     )
     _commit(ctx, data, lock)
 
