@@ -24,9 +24,9 @@ rounds:
 * **server busy**: the time the slots were really held (latency, the operation, the reply)
   over slots x batch: how much of the batch the server worked;
 * **requests per file**, everything the server saw (start-up included) / (N x entries);
-* **machine CPU**: the share of the machine's CPU time (all CPUs, /proc/stat) that was busy
-  during the batch: the clients, the server's daemons and the kernel share these CPUs here,
-  so near 100 % the batch waits for CPUs, not for the server;
+* **machine CPU**: the share of the machine's CPU time (all CPUs, /proc/stat; niced time
+  counts as idle) that was busy during the batch: the clients, the server's daemons and the
+  kernel share these CPUs here, so near 100 % the batch waits for CPUs, not for the server;
 * for pcheckout, what the clients' adaptive controllers did (from each one's ``--json``): the
   share that adapted (from 10,000 entries), the share that found the server saturated
   (latency per file rising while files/s stayed flat), the median count at start and end.
@@ -206,10 +206,12 @@ def one_batch(farm: Farm, row: Row, clients: int, check: bool) -> dict[str, Any]
 
 
 def _cpu_ticks() -> tuple[int, int]:
-    """The machine's (busy, total) CPU ticks so far, over all CPUs (/proc/stat's cpu line)."""
+    """The machine's (busy, total) CPU ticks so far, over all CPUs (/proc/stat's cpu line).
+    Niced time counts as idle: a niced process elsewhere (another session's tests) only
+    takes CPU the batch leaves."""
     with open("/proc/stat") as f:
         ticks = [int(x) for x in f.readline().split()[1:]]
-    idle = ticks[3] + ticks[4]  # idle, iowait
+    idle = ticks[1] + ticks[3] + ticks[4]  # nice, idle, iowait
     return sum(ticks) - idle, sum(ticks)
 
 
