@@ -115,6 +115,10 @@ class CorruptObjectError(GitError):
         self.detail = message
 
 
+class LfsError(PcheckoutError):
+    """A Git LFS object could not be read or fetched (the message names it)."""
+
+
 class MissingObjectError(CatFileError):
     """git answered ``missing``: the repository lacks the object (no retry helps)."""
 

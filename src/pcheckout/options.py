@@ -99,6 +99,11 @@ class Result:
     hooks: list[str] = field(default_factory=list)  # git hooks run (a dry run: to run)
     #: submodule.recurse: the submodules moved, populated or removed (a dry run: to be)
     submodules: list[dict[str, object]] = field(default_factory=list)
+    lfs_files: int = 0  # paths whose blob is a Git LFS pointer git-lfs's filter smudges
+    lfs_local: int = 0  # of them, written here from the local LFS store (no filter process)
+    lfs_local_bytes: int = 0  # the bytes of the LFS objects in the local store
+    lfs_missing: int = 0  # pointers whose object is not in the local store
+    lfs_missing_bytes: int = 0  # their objects' bytes
 
     def to_json(self) -> dict[str, object]:
         """The stable JSON report (docs/json.md)."""
@@ -138,6 +143,13 @@ class Result:
             "export_subst": self.export_subst,
             "hooks": self.hooks,
             "submodules": self.submodules,
+            "lfs": {
+                "files": self.lfs_files,
+                "local": self.lfs_local,
+                "local_bytes": self.lfs_local_bytes,
+                "missing": self.lfs_missing,
+                "missing_bytes": self.lfs_missing_bytes,
+            },
             **_head_json(self.head),
         }
 
@@ -148,3 +160,10 @@ class Result:
         self.conversion_reasons = dict(sorted(plan.counts.items()))
         self.converted_by_git = plan.by_git
         self.conversion_unknown = plan.unknown
+        lfs = plan.lfs
+        if lfs is not None:
+            self.lfs_files = lfs.files
+            self.lfs_local = len(lfs.local)
+            self.lfs_local_bytes = lfs.local_bytes
+            self.lfs_missing = len(lfs.missing)
+            self.lfs_missing_bytes = lfs.missing_bytes

@@ -17,12 +17,14 @@ working-tree-encoding and filter drivers, from the attribute values
 from __future__ import annotations
 
 import enum
+import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple, Protocol
 
 from pcheckout.git.attributes import AttrValue, TreeAttributes, conversion_sources, convertible
 from pcheckout.git.config import autocrlf, config_bool
+from pcheckout.git.lfs import FILTER, LfsPlan, Smudge, Where, smudge_plan
 from pcheckout.git.runner import Git, Repo
 from pcheckout.git.tree import Entry
 
@@ -171,6 +173,9 @@ class Conversion(NamedTuple):
     encoding: str | None  # working-tree-encoding other than UTF-8
     streamable: bool  # convert.c: classify_conv_attrs() == CA_CLASS_STREAMABLE
     reasons: tuple[str, ...]
+    #: git-lfs's smudge done here: the local object written in the pointer's place
+    #: (``git/lfs.py``); still ``by_git`` for every other use of the plan
+    lfs: Smudge | None = None
 
     @property
     def by_git(self) -> bool:
@@ -383,7 +388,7 @@ class ConversionPlan:
     """The conversion of every entry to write (a plain class: a dataclass cost ~0.24 ms
     to create at import, on every checkout)."""
 
-    __slots__ = ("by_git", "converted", "counts", "per_entry", "sources", "unknown")
+    __slots__ = ("by_git", "converted", "counts", "lfs", "per_entry", "sources", "unknown")
 
     def __init__(self, sources: list[str], per_entry: list[Conversion | None]) -> None:
         self.sources = sources  # where attributes could come from (empty: nothing converts)
@@ -392,6 +397,7 @@ class ConversionPlan:
         self.converted = 0  # paths whose bytes may change
         self.by_git = 0  # of them, paths git's filters convert
         self.unknown = 0  # paths not looked up: their .gitattributes are not local (a dry run)
+        self.lfs: LfsPlan | None = None  # the LFS pointers among them (None: no filter=lfs)
 
     @property
     def any(self) -> bool:
@@ -441,10 +447,12 @@ def plan_conversion(
     *,
     tree_entries: Sequence[Entry] | None = None,
     only: Sequence[int] | None = None,
+    local: Callable[[str], bool] | None = None,
 ) -> ConversionPlan:
     """Per-entry conversion for writing ``entries`` of ``tree`` (a checkout, or a switch
     writing some of ``tree_entries``: the whole tree, whose .gitattributes count);
-    ``only``: the indexes actually written (a sparse checkout's cone)."""
+    ``only``: the indexes actually written (a sparse checkout's cone); ``local``: whether
+    a blob is in the repository (a partial clone's missing pointers are not read)."""
     whole = entries if tree_entries is None else tree_entries
     sources = conversion_sources(whole, where.config, where.repo.common_dir, where.environ)
     if not sources:
@@ -453,4 +461,35 @@ def plan_conversion(
     with TreeAttributes(where.git, where.repo, tree, whole) as attrs:
         rows = attrs.lookup([entries[i].path for i in todo], CONVERT_ATTRS)
     settings = Settings.from_config(where.config)
-    return build_plan(sources, len(entries), dict(zip(todo, rows, strict=True)), settings)
+    plan = build_plan(sources, len(entries), dict(zip(todo, rows, strict=True)), settings)
+    _plan_lfs(where, whole, entries, plan, local)
+    return plan
+
+
+#: The reasons of a path git-lfs's filter alone converts.
+_LFS_ONLY = (f"filter={FILTER}",)
+
+
+def _plan_lfs(
+    where: Repository,
+    whole: Sequence[Entry],
+    entries: Sequence[Entry],
+    plan: ConversionPlan,
+    local: Callable[[str], bool] | None,
+) -> None:
+    """Mark the paths whose git-lfs smudge is done here (``git/lfs.py``)."""
+    per_entry = plan.per_entry
+    candidates = [i for i, c in enumerate(per_entry) if c is not None and c.reasons == _LFS_ONLY]
+    if not candidates:
+        return
+    repo = where.repo
+    environ = where.environ if where.environ is not None else os.environ
+    work_tree = None if repo.work_tree is None else os.fspath(repo.work_tree)
+    at = Where(where.git, where.config, os.fspath(repo.common_dir), work_tree, environ)
+    lfs = plan.lfs = smudge_plan(at, entries, candidates, local, whole)
+    for i, smudge in lfs.local.items():
+        conv = per_entry[i]
+        assert conv is not None
+        per_entry[i] = conv._replace(lfs=smudge)
+    for i in lfs.plain:
+        per_entry[i] = None

@@ -1,0 +1,229 @@
+"""Git LFS pointers, and where git-lfs's smudge can be done here instead, byte for byte.
+
+A path whose ``filter`` attribute is ``lfs`` is stored as a pointer blob (git-lfs's
+``docs/spec.md``)::
+
+    version https://git-lfs.github.com/spec/v1
+    oid sha256:<64 lowercase hex>
+    size <bytes>
+
+and git-lfs's smudge writes the object ``<LocalMediaDir>/aa/bb/<oid>`` in its place.
+When this module proves that git-lfs would do exactly that (:func:`smudge_plan`), the
+writers copy the object themselves: no ``git-lfs filter-process``, no filter protocol.
+The proof, per path: git-lfs is git's standard filter for ``lfs`` (the
+``filter.lfs.process``/``smudge`` that ``git lfs install`` writes), no
+``GIT_LFS_SKIP_SMUDGE``, no ``lfs.fetchinclude``/``lfs.fetchexclude`` (in the config or a
+``.lfsconfig``), the path converts by the filter alone (no text, eol, ident or encoding),
+its blob is a pointer in the spec's exact form (no ``ext-`` extension lines, size > 0),
+and the object is in the local store with the pointer's size (git-lfs's smudge checks the
+size, never the hash, before it copies a local object: ``lfs/gitfilter_smudge.go``).
+Anything else goes through git's filters as before, so git-lfs decides.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
+
+from pcheckout.git.runner import Git
+from pcheckout.git.tree import Entry
+
+#: The spec's first line (git-lfs accepts older aliases; those go to git-lfs).
+SPEC_VERSION = b"version https://git-lfs.github.com/spec/v1\n"
+#: Pointer files are smaller than this (spec: "less than 1024 bytes").
+POINTER_MAX = 1024
+#: The filter driver ``git lfs install`` configures.
+STANDARD_PROCESS = "git-lfs filter-process"
+STANDARD_SMUDGE = "git-lfs smudge -- %f"
+#: The attribute value that names git-lfs's filter.
+FILTER = "lfs"
+
+_POINTER = re.compile(
+    rb"version https://git-lfs\.github\.com/spec/v1\n"
+    rb"((?:ext-[0-9]-[a-z0-9]+ sha256:[0-9a-f]{64}\n)*)"
+    rb"oid sha256:([0-9a-f]{64})\n"
+    rb"size (0|[1-9][0-9]{0,17})\n\Z"
+)
+#: git-lfs's decoder calls a blob without one of these words "not a pointer" before it
+#: looks at anything else, and its smudge then writes the blob as it is.
+_MARKER = re.compile(rb"git-media|hawser|git-lfs")
+#: ``.lfsconfig`` keys that cannot change what a smudge of a local object writes.
+_HARMLESS = re.compile(r"lfs\.url|remote\..+\.lfsurl|lfs\..+\.access|lfs\..+\.locksverify")
+
+
+class Pointer(NamedTuple):
+    """A pointer blob's fields."""
+
+    oid: str  # sha256, 64 lowercase hex
+    size: int
+    extensions: int  # ext- lines (git-lfs runs the extensions' smudge: never here)
+
+
+def parse_pointer(data: bytes) -> Pointer | None:
+    """The pointer ``data`` holds in the spec's exact form (keys sorted, one LF after
+    each line, nothing else, under 1024 bytes), or None."""
+    if len(data) >= POINTER_MAX or not data.startswith(SPEC_VERSION):
+        return None
+    m = _POINTER.match(data)
+    if m is None:
+        return None
+    ext = m.group(1)
+    return Pointer(m.group(2).decode("ascii"), int(m.group(3)), ext.count(b"\n"))
+
+
+def media_dir(config: Mapping[str, str], common_dir: os.PathLike[str] | str) -> str | None:
+    """git-lfs's LocalMediaDir: ``<common dir>/lfs/objects``, or ``<lfs.storage>/objects``
+    with a relative ``lfs.storage`` taken from the common dir (a linked worktree shares
+    its main repository's store).  None where we would have to guess (``~`` paths)."""
+    storage = config.get("lfs.storage") or ""
+    if storage.startswith("~"):
+        return None
+    base = os.path.join(os.fspath(common_dir), storage or "lfs")
+    return os.path.join(base, "objects")
+
+
+def object_path(objects: str, oid: str) -> str:
+    """Where git-lfs keeps object ``oid`` under its media directory."""
+    return os.path.join(objects, oid[0:2], oid[2:4], oid)
+
+
+def standard_filter(config: Mapping[str, str]) -> bool:
+    """git's filter for ``lfs`` is git-lfs's own smudge: ``process`` wins when set."""
+    process = config.get("filter.lfs.process")
+    if process is not None:  # an empty one too: git then runs no smudge at all
+        return process.strip() == STANDARD_PROCESS
+    smudge = config.get("filter.lfs.smudge")
+    return bool(smudge) and (smudge or "").strip() == STANDARD_SMUDGE
+
+
+def repo_refusal(
+    config: Mapping[str, str], environ: Mapping[str, str], lfsconfig_keys: Sequence[str]
+) -> str | None:
+    """Why no path of this run may be smudged in-process, or None."""
+    if not standard_filter(config):
+        return "filter.lfs is not git-lfs's standard filter"
+    if "GIT_LFS_SKIP_SMUDGE" in environ:
+        return "GIT_LFS_SKIP_SMUDGE is set"
+    for key in ("lfs.fetchinclude", "lfs.fetchexclude"):
+        if key in config:
+            return f"{key} is set"
+    for key in lfsconfig_keys:
+        if not _HARMLESS.fullmatch(key):
+            return f".lfsconfig sets {key}"
+    return None
+
+
+class Smudge(NamedTuple):
+    """An LFS path the writers write from the local object."""
+
+    path: str  # the object file
+    size: int
+
+
+class LfsPlan:
+    """The LFS paths of one write: which are smudged here, which are missing."""
+
+    __slots__ = ("files", "local", "local_bytes", "missing", "missing_bytes", "plain", "refusal")
+
+    def __init__(self) -> None:
+        self.files = 0  # paths whose blob is a valid pointer and filter is lfs
+        self.local: dict[int, Smudge] = {}  # entry index -> the object it is written from
+        self.local_bytes = 0
+        self.missing: dict[int, Pointer] = {}  # valid pointers whose object is not here
+        self.missing_bytes = 0
+        self.refusal: str | None = None  # why nothing is smudged here (None: it may be)
+        self.plain: list[int] = []  # blobs git-lfs writes unchanged (no pointer): as stored
+
+
+def read_small_blobs(git: Git, oids: Sequence[str]) -> dict[str, bytes]:
+    """The contents of the blobs among ``oids`` smaller than a pointer's limit, in one
+    ``cat-file --batch`` (larger blobs are never pointers; their bytes are skipped)."""
+    if not oids:
+        return {}
+    unique = list(dict.fromkeys(oids))
+    proc = git.run("cat-file", "--batch", input="".join(f"{o}\n" for o in unique).encode())
+    out: dict[str, bytes] = {}
+    data = proc.stdout
+    pos = 0
+    for oid in unique:
+        eol = data.index(b"\n", pos)
+        header = data[pos:eol].split(b" ")
+        pos = eol + 1
+        if len(header) != 3:  # "<oid> missing"
+            continue
+        size = int(header[2])
+        if header[1] == b"blob" and size < POINTER_MAX:
+            out[oid] = data[pos : pos + size]
+        pos += size + 1
+    return out
+
+
+def lfsconfig_keys(git: Git, entries: Sequence[Entry], work_tree: str | None) -> list[str]:
+    """The keys a ``.lfsconfig`` sets: the tree's and the work tree's (git-lfs reads the
+    work tree's file first)."""
+    keys: list[str] = []
+    sources: list[tuple[str, ...]] = [("--blob", e.oid) for e in entries if e.path == b".lfsconfig"]
+    if work_tree is not None and os.path.isfile(os.path.join(work_tree, ".lfsconfig")):
+        sources.append(("--file", os.path.join(work_tree, ".lfsconfig")))
+    for src in sources:
+        proc = git.run("config", *src, "--name-only", "-z", "--list", ok_codes=(0, 1))
+        keys += [k.decode("utf-8", "replace").lower() for k in proc.stdout.split(b"\0") if k]
+    return keys
+
+
+class Where(NamedTuple):
+    """What a plan is made from besides the entries."""
+
+    git: Git
+    config: Mapping[str, str]
+    common_dir: str
+    work_tree: str | None
+    environ: Mapping[str, str]
+
+
+def smudge_plan(
+    where: Where,
+    entries: Sequence[Entry],
+    candidates: Sequence[int],
+    local: Callable[[str], bool] | None = None,
+    tree: Sequence[Entry] | None = None,
+) -> LfsPlan:
+    """Which of ``candidates`` (entries converted by the ``lfs`` filter alone) the writers
+    write from the local LFS store, and which pointers name objects not here.  ``local``:
+    whether a blob is in the repository (a partial clone's missing blobs are not read);
+    ``tree``: the whole tree, when ``entries`` are some of it (its ``.lfsconfig``)."""
+    plan = LfsPlan()
+    if not candidates:
+        return plan
+    keys = lfsconfig_keys(where.git, entries if tree is None else tree, where.work_tree)
+    plan.refusal = repo_refusal(where.config, where.environ, keys)
+    objects = media_dir(where.config, where.common_dir)
+    if objects is None and plan.refusal is None:
+        plan.refusal = "lfs.storage names a home directory"
+    todo = [i for i in candidates if local is None or local(entries[i].oid)]
+    blobs = read_small_blobs(where.git, [entries[i].oid for i in todo])
+    for i in todo:
+        data = blobs.get(entries[i].oid)
+        ptr = parse_pointer(data) if data is not None else None
+        if ptr is None:
+            if data is not None and plan.refusal is None and not _MARKER.search(data):
+                plan.plain.append(i)
+            continue
+        plan.files += 1
+        if ptr.extensions or ptr.size == 0:
+            continue
+        found = object_path(objects, ptr.oid) if objects is not None else None
+        try:
+            present = found is not None and os.stat(found).st_size == ptr.size
+        except OSError:
+            present = False
+        if present and found is not None:
+            if plan.refusal is None:
+                plan.local[i] = Smudge(found, ptr.size)
+            plan.local_bytes += ptr.size
+        else:
+            plan.missing[i] = ptr
+            plan.missing_bytes += ptr.size
+    return plan

@@ -1,0 +1,234 @@
+"""Git LFS: pcheckout's checkout leaves what git's checkout with git-lfs leaves."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from helpers import assert_same_as_git, git, snapshot
+from lfshelp import (
+    LFS_CONFIG,
+    lfs_clone,
+    lfs_files,
+    lfs_repo,
+    lfs_views,
+    needs_lfs,
+    no_lfs_path,
+    objects_dir,
+)
+
+from pcheckout.checkout import CheckoutOptions, checkout
+from pcheckout.errors import PcheckoutError
+from pcheckout.options import Result
+
+pytestmark = [needs_lfs, pytest.mark.usefixtures("writer")]
+
+
+def _ours(
+    ours: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    without_lfs: bool = False,
+    rev: str | None = None,
+) -> Result:
+    """pcheckout's checkout; ``without_lfs``: git-lfs is not on PATH (proves no filter ran)."""
+    with monkeypatch.context() as m:
+        if without_lfs:
+            m.setenv("PATH", no_lfs_path(ours.parent))
+        opts = CheckoutOptions(directory=ours, workers=3)
+        if rev is not None:
+            opts = CheckoutOptions(directory=ours, workers=3, rev=rev)
+        return checkout(opts)
+
+
+def _theirs(src: Path, theirs: Path, rev: str = "main", **kw: object) -> Path:
+    lfs_clone(src, theirs, **kw)  # type: ignore[arg-type]
+    git(theirs, "checkout", "-q", "-f", rev)
+    return theirs
+
+
+def _same(ours: Path, theirs: Path) -> None:
+    assert_same_as_git(ours, theirs)
+    assert lfs_views(ours) == lfs_views(theirs)
+
+
+def test_objects_present_are_written_without_a_filter_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    files = lfs_files()
+    src = lfs_repo(tmp_path, files)
+    theirs = _theirs(src, tmp_path / "theirs")
+    ours = lfs_clone(src, tmp_path / "ours")
+    result = _ours(ours, monkeypatch, without_lfs=writer == "pcheckout")
+    _same(ours, theirs)
+    assert (ours / "big/large.bin").read_bytes() == files[b"big/large.bin"]
+    assert git(ours, "cat-file", "-p", ":d0/blob00.bin").startswith(b"version https://git-lfs")
+    if writer == "pcheckout":
+        lfs_count = sum(1 for p, v in files.items() if p.endswith(b".bin") and v)
+        assert (result.lfs_files, result.lfs_local, result.lfs_missing) == (lfs_count, lfs_count, 0)
+
+
+def test_lfs_not_configured_writes_the_pointers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    src = lfs_repo(tmp_path, lfs_files(4))
+    theirs = tmp_path / "theirs"
+    git(tmp_path, "clone", "-q", "--no-checkout", str(src), str(theirs))
+    git(theirs, "checkout", "-q", "-f", "main")
+    ours = tmp_path / "ours"
+    git(tmp_path, "clone", "-q", "--no-checkout", str(src), str(ours))
+    _ours(ours, monkeypatch)
+    assert_same_as_git(ours, theirs)
+    assert (ours / "d0/blob00.bin").read_bytes().startswith(b"version https://git-lfs")
+
+
+def test_skip_smudge_takes_git_lfs_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = lfs_repo(tmp_path, lfs_files(4))
+    monkeypatch.setenv("GIT_LFS_SKIP_SMUDGE", "1")
+    theirs = _theirs(src, tmp_path / "theirs", objects=False)
+    ours = lfs_clone(src, tmp_path / "ours", objects=False)
+    result = _ours(ours, monkeypatch)
+    _same(ours, theirs)
+    assert (ours / "d0/blob00.bin").read_bytes().startswith(b"version https://git-lfs")
+    assert result.lfs_local == 0
+
+
+def test_damaged_object_goes_to_git_lfs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    """An object of the wrong size is git-lfs's to handle: git-lfs removes it and fetches
+    it again (3.3 in git's delayed checkout fails that first checkout; the next one fetches
+    it; through cat-file's filter, which never delays, the first one does)."""
+    files = lfs_files(4)
+    src = lfs_repo(tmp_path, files)
+    oid = git(src, "lfs", "ls-files", "-l", "-I", "d0/blob00.bin").split()[0].decode()
+
+    def damage(repo: Path) -> Path:
+        obj = objects_dir(repo) / oid[:2] / oid[2:4] / oid
+        obj.chmod(0o644)
+        obj.write_bytes(b"short")
+        return obj
+
+    theirs = lfs_clone(src, tmp_path / "theirs")
+    damage(theirs)
+    first = subprocess.run(["git", "-C", str(theirs), "checkout", "-q", "-f", "main"])
+    assert first.returncode != 0
+    git(theirs, "checkout", "-q", "-f", "main")
+    ours = lfs_clone(src, tmp_path / "ours")
+    obj = damage(ours)
+    if writer == "git":  # git's delayed checkout, as above
+        with pytest.raises(PcheckoutError, match="smudge filter lfs failed"):
+            _ours(ours, monkeypatch)
+    result = _ours(ours, monkeypatch)
+    _same(ours, theirs)
+    assert (ours / "d0/blob00.bin").read_bytes() == files[b"d0/blob00.bin"]
+    assert obj.stat().st_size == len(files[b"d0/blob00.bin"])
+    assert writer == "git" or result.lfs_local == result.lfs_files - 1
+
+
+def test_fetchexclude_goes_to_git_lfs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = lfs_repo(tmp_path, lfs_files(4))
+    cfg = {"lfs.fetchexclude": "d1"}
+    theirs = _theirs(src, tmp_path / "theirs", objects=False, config=cfg)
+    ours = lfs_clone(src, tmp_path / "ours", objects=False, config=cfg)
+    result = _ours(ours, monkeypatch)
+    _same(ours, theirs)
+    assert (ours / "d1/blob01.bin").read_bytes().startswith(b"version https://git-lfs")
+    assert result.lfs_local == 0
+
+
+def test_linked_worktree_reads_the_common_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    files = lfs_files(4)
+    src = lfs_repo(tmp_path, files)
+    for hook in (src / ".git/hooks").iterdir():  # git-lfs installed them on its first clean
+        hook.unlink()
+    git(src, "branch", "a")
+    git(src, "branch", "b")
+    git(src, "worktree", "add", "-q", "--no-checkout", str(tmp_path / "ours"), "a")
+    git(src, "worktree", "add", "-q", "--no-checkout", str(tmp_path / "theirs"), "b")
+    ours = tmp_path / "ours"
+    result = _ours(ours, monkeypatch, without_lfs=writer == "pcheckout")
+    git(tmp_path / "theirs", "checkout", "-q", "-f", "b")  # (git-lfs installs hooks again)
+    assert (ours / "big/large.bin").read_bytes() == files[b"big/large.bin"]
+    assert git(ours, "status", "--porcelain") == b""
+    assert lfs_views(ours)[0] == lfs_views(tmp_path / "theirs")[0]
+    if writer == "pcheckout":
+        assert result.lfs_local == result.lfs_files > 0
+
+
+def test_lfs_storage_relative_to_the_git_dir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    src = lfs_repo(tmp_path, lfs_files(3))
+    store = {"lfs.storage": "elsewhere"}
+    theirs = lfs_clone(src, tmp_path / "theirs", objects=False, config=store)
+    ours = lfs_clone(src, tmp_path / "ours", objects=False, config=store)
+    for repo in (theirs, ours):
+        os.rename(_copy_store(src, repo), repo / ".git" / "elsewhere")
+    git(theirs, "checkout", "-q", "-f", "main")
+    _ours(ours, monkeypatch, without_lfs=writer == "pcheckout")
+    _same(ours, theirs)
+
+
+def _copy_store(src: Path, repo: Path) -> Path:
+    import shutil
+
+    shutil.copytree(objects_dir(src), repo / "tmp-store" / "objects")
+    return repo / "tmp-store"
+
+
+def test_switch_writes_only_changed_lfs_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    files = lfs_files(4)
+    src = lfs_repo(tmp_path, files)
+    git(src, "checkout", "-q", "-b", "two")
+    (src / "d1/blob01.bin").write_bytes(b"changed\n" * 999)
+    (src / "new.bin").write_bytes(b"new\n" * 5000)
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "two")
+    git(src, "checkout", "-q", "main")
+    theirs = _theirs(src, tmp_path / "theirs")
+    git(theirs, "checkout", "-q", "two")
+    ours = lfs_clone(src, tmp_path / "ours")
+    _ours(ours, monkeypatch)
+    before = {p: os.stat(ours / p).st_ino for p in ("d0/blob00.bin", "d1/blob01.bin")}
+    result = _ours(ours, monkeypatch, rev="two")  # (its local-change check runs git-lfs)
+    _same(ours, theirs)
+    assert os.stat(ours / "d0/blob00.bin").st_ino == before["d0/blob00.bin"]
+    if writer == "pcheckout":
+        assert result.lfs_local == 2
+
+
+def test_sparse_cone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str) -> None:
+    src = lfs_repo(tmp_path, lfs_files(6))
+    theirs = lfs_clone(src, tmp_path / "theirs")
+    ours = lfs_clone(src, tmp_path / "ours")
+    for repo in (theirs, ours):
+        git(repo, "sparse-checkout", "set", "--cone", "d1", "big")
+    git(theirs, "checkout", "-q", "-f", "main")
+    _ours(ours, monkeypatch, without_lfs=writer == "pcheckout")
+    assert snapshot(ours) == snapshot(theirs)
+    assert git(ours, "ls-files", "-s", "-t") == git(theirs, "ls-files", "-s", "-t")
+    assert git(ours, "status", "--porcelain") == b""
+    assert lfs_views(ours) == lfs_views(theirs)
+    assert not (ours / "d0").exists()
+
+
+def test_configured_custom_smudge_is_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = lfs_repo(tmp_path, lfs_files(2))
+    custom = {"filter.lfs.process": "git-lfs filter-process --skip"}
+    theirs = _theirs(src, tmp_path / "theirs", config=custom, objects=False)
+    ours = lfs_clone(src, tmp_path / "ours", config=custom, objects=False)
+    result = _ours(ours, monkeypatch)
+    _same(ours, theirs)
+    assert (ours / "d0/blob00.bin").read_bytes().startswith(b"version https://git-lfs")
+    assert result.lfs_local == 0
+
+
+def test_standard_config_keys() -> None:
+    assert LFS_CONFIG["filter.lfs.process"] == "git-lfs filter-process"
