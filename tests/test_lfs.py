@@ -232,3 +232,32 @@ def test_configured_custom_smudge_is_run(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_standard_config_keys() -> None:
     assert LFS_CONFIG["filter.lfs.process"] == "git-lfs filter-process"
+
+
+def test_dry_run_counts_lfs_files(tmp_path: Path) -> None:
+    import json
+
+    from helpers import run_cli
+
+    files = lfs_files(4)
+    src = lfs_repo(tmp_path, files)
+    ours = lfs_clone(src, tmp_path / "ours")
+    oid = git(src, "lfs", "ls-files", "-l", "-I", "d0/blob00.bin").split()[0].decode()
+    (objects_dir(ours) / oid[:2] / oid[2:4] / oid).unlink()
+    env = {"PYTHONPATH": os.environ.get("PYTHONPATH", ""), "PCHECKOUT_WRITER": "pcheckout"}
+    proc = run_cli("checkout", "-C", str(ours), "--dry-run", "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    lfs = json.loads(proc.stdout)["lfs"]
+    sizes = [len(v) for p, v in files.items() if p.endswith(b".bin") and v]
+    missing = len(files[b"d0/blob00.bin"])
+    assert lfs == {
+        "files": len(sizes),
+        "local": len(sizes) - 1,
+        "local_bytes": sum(sizes) - missing,
+        "missing": 1,
+        "missing_bytes": missing,
+    }
+    text = run_cli("checkout", "-C", str(ours), "--dry-run", env=env).stdout
+    assert f"Git LFS: {len(sizes)} files" in text
+    assert "1 object" in text
+    assert not (ours / "d0").exists()

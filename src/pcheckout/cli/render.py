@@ -371,6 +371,8 @@ def plan(console: Console, r: Result) -> None:
     if r.conversion:
         console.print("attributes from: " + "; ".join(r.conversion))
         console.print(conversion_line(r))
+    if r.lfs_files:
+        console.print(lfs_line(r))
     if r.conversion_unknown:
         console.print(
             f"conversion unknown for {plural(r.conversion_unknown, 'path')}: their "
@@ -381,6 +383,17 @@ def plan(console: Console, r: Result) -> None:
             f"export-ignore leaves out {plural(r.export_ignored, 'entry', 'entries')}; "
             f"export-subst expands {plural(r.export_subst, 'file')}"
         )
+
+
+def lfs_line(r: Result) -> str:
+    """What the dry run says of the Git LFS pointers (docs/lfs.md)."""
+    line = (
+        f"Git LFS: {plural(r.lfs_files, 'file')}; {human_bytes(r.lfs_local_bytes)} in the "
+        f"local store ({r.lfs_local:,} written here, no filter process)"
+    )
+    if r.lfs_missing:
+        line += f"; {plural(r.lfs_missing, 'object')} ({human_bytes(r.lfs_missing_bytes)}) to fetch"
+    return line
 
 
 def submodule_line(m: Mapping[str, object]) -> str:
