@@ -233,3 +233,24 @@ def test_cache_tree_bytes_as_git_writes_them(tmp_path: Path, repo: Path, split: 
     git(ours, "rm", "-q", "--cached", "d/e/ita")
     git(ours, "commit", "-qm", "staged")
     assert git(ours, "show", "--stat", "--format=", "HEAD").strip().startswith(b"d/x")
+
+
+def test_untracked_cache_dropped_and_rebuilt_by_the_next_status(tmp_path: Path, repo: Path) -> None:
+    # The one difference from git left (docs/design.md): the engine drops UNTR, which git
+    # keeps invalidated; git status says the same and writes the cache back.
+    config = {"feature.manyFiles": "true", "core.untrackedCache": "true", "index.version": "2"}
+    ours, theirs = _pair(tmp_path, repo, config)
+    for w in (ours, theirs):
+        git(w, "checkout", "-q", "v1")
+        (w / "d" / "untracked").write_bytes(b"u\n")
+        git(w, "status", "--porcelain")
+        assert b"UNTR" in _extensions((w / ".git" / "index").read_bytes())
+    _both(ours, theirs, "small")
+    assert_same_as_git_but_untracked(ours, theirs)
+    assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")
+    assert b"UNTR" in _extensions((ours / ".git" / "index").read_bytes())
+
+
+def assert_same_as_git_but_untracked(ours: Path, theirs: Path) -> None:
+    assert git(ours, "ls-files", "-s", "-t") == git(theirs, "ls-files", "-s", "-t")
+    assert (ours / "d" / "untracked").read_bytes() == b"u\n"
