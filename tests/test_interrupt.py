@@ -132,7 +132,7 @@ def _stopped(
 
 def _command(ours: Path, args: list[str]) -> list[str]:
     """``checkout -C OURS ARGS``, or ARGS as they are if they are a command of their own."""
-    return args if args[0] == "export" else ["checkout", "-C", str(ours), *args]
+    return args if args[0] in ("export", "clone") else ["checkout", "-C", str(ours), *args]
 
 
 def _finish_command(err: str) -> list[str]:
@@ -331,3 +331,23 @@ def test_an_export_into_what_cannot_be_a_directory_is_one_line(src: Path, tmp_pa
     assert (
         proc.stderr == f"pcheckout: error: cannot create {tmp_path}/a-file/below: Not a directory\n"
     )
+
+
+@pytest.mark.parametrize("sig", ["INT", "KILL"])
+def test_an_interrupted_clone_is_finished_by_the_command_it_prints(
+    src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: str
+) -> None:
+    monkeypatch.setenv("PCHECKOUT_WRITER", "pcheckout")
+    dest = tmp_path / "cloned"
+    proc = _stopped(dest, ["clone", "-q", str(src), str(dest)], "write", 20, sig)
+    assert proc.returncode != 0, proc.stderr
+    assert (dest / ".git" / IN_PROGRESS).exists()
+    if sig == "INT":
+        assert proc.stderr.strip().endswith(
+            f"the clone is complete; to finish its checkout, run: pcheckout checkout -C {dest}"
+        ), proc.stderr
+    again = run_cli("checkout", "-C", str(dest))
+    assert again.returncode == 0, again.stderr
+    theirs = tmp_path / "theirs"
+    git(tmp_path, "clone", "-q", str(src), str(theirs))
+    assert_same_as_git(dest, theirs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -131,7 +132,8 @@ def _checkout_phase(result: CloneResult, opts: CloneOptions, dest: str, ui: Clon
         hooks=args.hooks,
         clone=True,  # git clone's post-checkout: the null id, HEAD, 1
     )
-    hint = f"the clone is complete; run 'pcheckout checkout -C {dest}' to finish the checkout"
+    again = shlex.join(["pcheckout", "checkout", "-C", os.path.abspath(target)])
+    hint = f"the clone is complete; to finish its checkout, run: {again}"
     try:
         result.checkout = checkout(copts, ui)
     except UnknownRevisionError:
