@@ -15,6 +15,7 @@ from helpers import assert_same_as_git, clone_no_checkout, git, make_repo, write
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.git import ewah
 from pcheckout.git.index import EXT_HEADER, HEADER, decode_index, read_index
+from pcheckout.options import Result
 
 pytestmark = pytest.mark.usefixtures("writer")
 
@@ -92,9 +93,9 @@ def _pair(tmp_path: Path, repo: Path, config: dict[str, str]) -> tuple[Path, Pat
     )
 
 
-def _both(ours: Path, theirs: Path, rev: str) -> None:
+def _both(ours: Path, theirs: Path, rev: str) -> Result:
     git(theirs, "checkout", "-q", rev)
-    checkout(CheckoutOptions(directory=ours, rev=rev))
+    return checkout(CheckoutOptions(directory=ours, rev=rev))
 
 
 def _usable(work: Path) -> None:
@@ -122,8 +123,15 @@ def test_split_index_checkout_and_switch_as_git(
     _both(ours, theirs, "v1")
     assert_same_as_git(ours, theirs)
     assert _shape(ours) == _shape(theirs) == ("split", [], [], [])
-    _both(ours, theirs, second)
+    before = git(ours, "rev-parse", "HEAD").decode().strip()
+    result = _both(ours, theirs, second)
     assert_same_as_git(ours, theirs)
+    # the counts, with either writer (git's: from the split index it wrote)
+    changed = git(ours, "diff", "--name-only", "-z", "--diff-filter=AMT", before, second)
+    assert result.written == changed.count(b"\0")
+    assert result.bytes == sum(
+        (ours / p.decode()).stat().st_size for p in changed.split(b"\0") if p
+    )
     assert git(ours, "ls-files", "-s", "-t") == git(theirs, "ls-files", "-s", "-t")
     shape = _shape(theirs)
     assert _shape(ours) == shape

@@ -27,6 +27,16 @@ class _Unwalkable(PcheckoutError):
     """An index whose layout this walk does not follow (the bytes are then unknown)."""
 
 
+class _Split(PcheckoutError):
+    """A split index: most entries are in its shared index (``git/index.py`` merges them)."""
+
+
+def _not_split(data: bytes, off: int) -> None:
+    """git writes the ``link`` extension first, right after the entries."""
+    if data[off : off + 4] == b"link":
+        raise _Split("a split index")
+
+
 def worktree_bytes(data: bytes, hash_name: str, paths: Container[bytes] | None = None) -> int:
     """The sum of the entries' size fields (of ``paths`` only, if given): see :func:`walk`."""
     return walk(data, hash_name, paths)[1]
@@ -67,6 +77,7 @@ def walk(data: bytes, hash_name: str, paths: Container[bytes] | None = None) -> 
                     n = find(b"\0", start) - start
                 total += size
                 off += (start - off + n + ENTRY_ALIGN) & align_mask
+            _not_split(data, off)
             return count, total
         for _ in range(count):
             size, flags = unpack(data, off)
@@ -100,7 +111,20 @@ def walk(data: bytes, hash_name: str, paths: Container[bytes] | None = None) -> 
         raise _Unwalkable("truncated index entries") from None
     if off > len(data):
         raise _Unwalkable("truncated index entries")
+    _not_split(data, off)
     return found, total
+
+
+def _merged(path: bytes, hash_name: str, paths: Container[bytes] | None) -> tuple[int, int]:
+    """:func:`walk`'s answer for a split index, from its entries merged as git reads them."""
+    from pcheckout.git.index import read_index  # (not at import: see the module's docstring)
+
+    entries = read_index(path, hash_name=hash_name).entries
+    if paths is None:
+        return len(entries), sum(e.size for e in entries)
+    skip = EXT_FLAG_SKIP_WORKTREE
+    chosen = [e for e in entries if not e.extended_flags & skip and e.path in paths]
+    return len(chosen), sum(e.size for e in chosen)
 
 
 def written_bytes(
@@ -113,7 +137,10 @@ def written_bytes(
     try:
         with open(os.fsencode(path), "rb") as f:
             data = f.read()
-        return worktree_bytes(data, hash_name, paths)
+        try:
+            return worktree_bytes(data, hash_name, paths)
+        except _Split:
+            return _merged(os.fsencode(path), hash_name, paths)[1]
     except (OSError, PcheckoutError, KeyError):
         return -1
 
@@ -128,6 +155,9 @@ def in_worktree(
     try:
         with open(os.fsencode(path), "rb") as f:
             data = f.read()
-        return walk(data, hash_name, paths)
+        try:
+            return walk(data, hash_name, paths)
+        except _Split:
+            return _merged(os.fsencode(path), hash_name, paths)
     except (OSError, PcheckoutError, KeyError):
         return None
