@@ -115,7 +115,7 @@ class CorruptObjectError(GitError):
         self.detail = message
 
 
-class LfsError(PcheckoutError):
+class LfsError(GitError):
     """A Git LFS object could not be read or fetched (the message names it)."""
 
 

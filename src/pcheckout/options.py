@@ -104,6 +104,8 @@ class Result:
     lfs_local_bytes: int = 0  # the bytes of the LFS objects in the local store
     lfs_missing: int = 0  # pointers whose object is not in the local store
     lfs_missing_bytes: int = 0  # their objects' bytes
+    lfs_fetches: int = 0  # git lfs fetch processes run for the missing objects
+    lfs_fetched_bytes: int = 0  # the bytes of the objects they fetched
 
     def to_json(self) -> dict[str, object]:
         """The stable JSON report (docs/json.md)."""
@@ -149,6 +151,8 @@ class Result:
                 "local_bytes": self.lfs_local_bytes,
                 "missing": self.lfs_missing,
                 "missing_bytes": self.lfs_missing_bytes,
+                "fetches": self.lfs_fetches,
+                "fetched_bytes": self.lfs_fetched_bytes,
             },
             **_head_json(self.head),
         }
@@ -167,3 +171,5 @@ class Result:
             self.lfs_local_bytes = lfs.local_bytes
             self.lfs_missing = len(lfs.missing)
             self.lfs_missing_bytes = lfs.missing_bytes
+            self.lfs_fetches = lfs.fetches
+            self.lfs_fetched_bytes = lfs.fetched_bytes

@@ -19,7 +19,8 @@ import os
 from pcheckout.apply import submodules
 from pcheckout.apply.exported import filters_git, substituted
 from pcheckout.apply.job import Job, Written
-from pcheckout.git import convert
+from pcheckout.context import Context
+from pcheckout.git import convert, lfs
 from pcheckout.git.promisor import Fetched
 from pcheckout.git.promisor import fetch as fetch_blobs
 from pcheckout.write import partial
@@ -46,6 +47,7 @@ def _fresh(job: Job) -> Written:
     ctx, plan = job.ctx, job.plan
     assert plan.conversion is not None
     sel = plan.selection if plan.selection is not None else partial.select(ctx, plan.entries, None)
+    _fetch_lfs(ctx, plan.conversion, plan.commit)
     request = WriteRequest(
         plan.tree,
         plan.entries,
@@ -81,7 +83,22 @@ def _fresh(job: Job) -> Written:
         processes=outcome.processes,
         fetched=fetched,
         failed=tuple(failed),
+        conversion=plan.conversion,  # (its LFS counts after the fetch)
     )
+
+
+def _fetch_lfs(ctx: Context, conversion: convert.ConversionPlan, commit: str | None) -> None:
+    """The Git LFS objects the checkout misses, fetched in one ``git lfs fetch`` before
+    anything is written (a failure writes nothing), then written from the local store
+    like the others (``git/lfs.py``).  Without a commit or a remote, git-lfs's filter
+    fetches them, one file at a time, as before."""
+    plan = conversion.lfs
+    if plan is None or not plan.missing or commit is None or plan.refusal is not None:
+        return
+    remote = lfs.lfs_remote(ctx.config)
+    if remote is None:
+        return
+    conversion.smudge_here(lfs.fetch_missing(ctx.git, plan, commit, remote))
 
 
 def _switch(job: Job) -> Written:

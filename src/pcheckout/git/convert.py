@@ -409,6 +409,13 @@ class ConversionPlan:
         for r in conv.reasons:
             self.counts[r] = self.counts.get(r, 0) + 1
 
+    def smudge_here(self, smudges: Mapping[int, Smudge]) -> None:
+        """Entries whose LFS object is now local (fetched): written from it."""
+        for i, smudge in smudges.items():
+            conv = self.per_entry[i]
+            if conv is not None:
+                self.per_entry[i] = conv._replace(lfs=smudge)
+
     def take(self, indexes: Sequence[int]) -> ConversionPlan:
         """The plan for ``[entries[i] for i in indexes]`` (a write round of some entries)."""
         part = ConversionPlan(self.sources, [self.per_entry[i] for i in indexes])

@@ -27,6 +27,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
+from pcheckout.errors import LfsError
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import Entry
 
@@ -125,7 +126,18 @@ class Smudge(NamedTuple):
 class LfsPlan:
     """The LFS paths of one write: which are smudged here, which are missing."""
 
-    __slots__ = ("files", "local", "local_bytes", "missing", "missing_bytes", "plain", "refusal")
+    __slots__ = (
+        "fetched_bytes",
+        "fetches",
+        "files",
+        "local",
+        "local_bytes",
+        "missing",
+        "missing_bytes",
+        "objects",
+        "plain",
+        "refusal",
+    )
 
     def __init__(self) -> None:
         self.files = 0  # paths whose blob is a valid pointer and filter is lfs
@@ -135,6 +147,9 @@ class LfsPlan:
         self.missing_bytes = 0
         self.refusal: str | None = None  # why nothing is smudged here (None: it may be)
         self.plain: list[int] = []  # blobs git-lfs writes unchanged (no pointer): as stored
+        self.objects: str | None = None  # the local store (LocalMediaDir)
+        self.fetches = 0  # git lfs fetch processes run
+        self.fetched_bytes = 0  # the bytes of the objects they fetched
 
 
 def read_small_blobs(git: Git, oids: Sequence[str]) -> dict[str, bytes]:
@@ -199,7 +214,7 @@ def smudge_plan(
         return plan
     keys = lfsconfig_keys(where.git, entries if tree is None else tree, where.work_tree)
     plan.refusal = repo_refusal(where.config, where.environ, keys)
-    objects = media_dir(where.config, where.common_dir)
+    objects = plan.objects = media_dir(where.config, where.common_dir)
     if objects is None and plan.refusal is None:
         plan.refusal = "lfs.storage names a home directory"
     todo = [i for i in candidates if local is None or local(entries[i].oid)]
@@ -227,3 +242,52 @@ def smudge_plan(
             plan.missing[i] = ptr
             plan.missing_bytes += ptr.size
     return plan
+
+
+def lfs_remote(config: Mapping[str, str]) -> str | None:
+    """The remote git-lfs fetches from by default: ``origin``, else the only one."""
+    names = sorted(
+        k[len("remote.") : -len(".url")]
+        for k in config
+        if k.startswith("remote.") and k.endswith(".url")
+    )
+    if "origin" in names:
+        return "origin"
+    return names[0] if len(names) == 1 else None
+
+
+def fetch_missing(git: Git, plan: LfsPlan, commit: str, remote: str) -> dict[int, Smudge]:
+    """The objects ``plan`` misses, fetched by one ``git lfs fetch <remote> <commit>`` (what
+    ``git lfs pull`` fetches: every object of the commit's tree, in git-lfs's batches);
+    then the entries whose object is now in the local store, to be written from it.
+    A failed fetch is one line naming the remote and the count; nothing is written."""
+    if not plan.missing:
+        return {}
+    n = len(plan.missing)
+    git.run(
+        "lfs",
+        "fetch",
+        remote,
+        commit,
+        error=LfsError,
+        what=f"cannot fetch {n} Git LFS object{'s' if n != 1 else ''} from '{remote}'",
+    )
+    plan.fetches += 1
+    objects = plan.objects
+    fetched: dict[int, Smudge] = {}
+    if objects is None:
+        return fetched
+    for i, ptr in list(plan.missing.items()):
+        found = object_path(objects, ptr.oid)
+        try:
+            if os.stat(found).st_size != ptr.size:
+                continue
+        except OSError:
+            continue
+        del plan.missing[i]
+        plan.missing_bytes -= ptr.size
+        plan.fetched_bytes += ptr.size
+        if plan.refusal is None:
+            fetched[i] = plan.local[i] = Smudge(found, ptr.size)
+        plan.local_bytes += ptr.size
+    return fetched
