@@ -171,6 +171,9 @@ class SplitIndex:
     base: tuple[IndexEntry, ...] = ()  # the shared index's entries, in its order
     #: (path, stage) of each merged entry still tied to an entry of ``base`` -> its position
     linked: Mapping[tuple[bytes, int], int] = field(default_factory=dict)
+    #: positions of ``base`` replaced by an entry of the index itself: git writes them as
+    #: replacements again, changed or not (CE_UPDATE_IN_BASE stays set)
+    replaced: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -618,6 +621,7 @@ def _merge_split(index: Index, link: _Link, git_dir: bytes, path: bytes) -> Inde
     own = index.entries
     if len(link.replace) > len(own) or any(p >= len(shared) for p in link.delete + link.replace):
         raise CorruptIndexError(f"{where}: corrupt link extension (bitmap out of range)", path)
+    replaced = set(link.replace)
     for k, pos in enumerate(link.replace):
         if own[k].path:
             raise CorruptIndexError(f"{where}: corrupt link extension, entry {pos}", path)
@@ -638,9 +642,11 @@ def _merge_split(index: Index, link: _Link, git_dir: bytes, path: bytes) -> Inde
                 table.pop((e.path, stage), None)
         was = table.get(key)
         table[key] = (e, was[1] if was is not None else -1)
+        if was is not None and was[1] >= 0:  # replace_index_entry: CE_UPDATE_IN_BASE
+            replaced.add(was[1])
     keys = sorted(table)
     linked = {k: table[k][1] for k in keys if table[k][1] >= 0}
-    split = SplitIndex(link.base_oid, base.entries, linked)
+    split = SplitIndex(link.base_oid, base.entries, linked, frozenset(replaced))
     return replace(index, entries=tuple(table[k][0] for k in keys), split=split)
 
 

@@ -7,11 +7,11 @@ kept to its entry in the shared index ``<git dir>/sharedindex.<hex>``; an entry 
 checkout writes is a new one.  If more than ``splitIndex.maxPercentChange`` (20) percent
 of the entries are not tied, or the index was not split, git writes a new shared index
 holding every entry (no extensions) and an index of no entries whose ``link`` names it;
-otherwise the index holds the changed tied entries (their paths empty, in the shared
-index's order, the replace bitmap naming them), then the new entries, and the delete
-bitmap names the shared entries gone.  Writing a new shared index removes the other
-``sharedindex.*`` files older than ``splitIndex.sharedIndexExpire`` (two weeks); reusing
-one freshens its mtime.
+otherwise the index holds the changed tied entries and those it held already (their
+paths empty, in the shared index's order, the replace bitmap naming them), then the new
+entries, and the delete bitmap names the shared entries gone.  Writing a new shared
+index removes the other ``sharedindex.*`` files older than
+``splitIndex.sharedIndexExpire`` (two weeks); reusing one freshens its mtime.
 """
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def encode_split(
             new.append(e)
             continue
         matched.add(pos)
-        if e != base[pos]:
+        if e != base[pos] or pos in read.replaced:
             replaced[pos] = e
     delete = [p for p in range(len(base)) if p not in matched]
     replace = sorted(replaced)
