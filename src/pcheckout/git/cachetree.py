@@ -22,6 +22,8 @@ __all__ = ["extension"]
 SIGNATURE = b"TREE"
 _EXT_HEADER = struct.Struct(">4sI")
 
+#: a tree entry's mode as the tree object spells it (octal, no leading zero), then a space
+_MODES = {m: b"%o " % m for m in (0o100644, 0o100755, 0o120000, 0o160000)}
 #: (path, mode, raw object id, intent-to-add) of each entry, in index order
 Item = tuple[bytes, int, bytes, bool]
 
@@ -54,25 +56,29 @@ def build(items: Iterable[Item], hash_name: str) -> _Dir:
     root = _Dir(b"")
     stack = [root]
     prefix: list[bytes] = []  # the components of stack[-1]
+    modes = _MODES
+    current = b""  # stack[-1]'s path
+    top = root
     for path, mode, oid, ita in items:
-        parts = path.split(b"/")
-        dirs = parts[:-1]
-        keep = 0
-        while keep < len(prefix) and keep < len(dirs) and prefix[keep] == dirs[keep]:
-            keep += 1
-        while len(prefix) > keep:
-            _pop(stack, prefix, hash_name)
-        for name in dirs[keep:]:
-            child = _Dir(name)
-            stack[-1].children.append(child)
-            stack.append(child)
-            prefix.append(name)
-        top = stack[-1]
+        d, _, name = path.rpartition(b"/")
+        if d != current:  # (most entries share the previous one's directory)
+            dirs = d.split(b"/") if d else []
+            keep = 0
+            while keep < len(prefix) and keep < len(dirs) and prefix[keep] == dirs[keep]:
+                keep += 1
+            while len(prefix) > keep:
+                _pop(stack, prefix, hash_name)
+            for part in dirs[keep:]:
+                child = _Dir(part)
+                stack[-1].children.append(child)
+                stack.append(child)
+                prefix.append(part)
+            current, top = d, stack[-1]
         top.count += 1
         if ita:
             top.valid = False
         else:
-            top.content.append(b"%o %s\0%s" % (mode, parts[-1], oid))
+            top.content.append((modes.get(mode) or b"%o " % mode) + name + b"\0" + oid)
     while prefix:
         _pop(stack, prefix, hash_name)
     _close(root, hash_name)
