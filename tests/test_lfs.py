@@ -65,6 +65,12 @@ def test_objects_present_are_written_without_a_filter_process(
     _same(ours, theirs)
     assert (ours / "big/large.bin").read_bytes() == files[b"big/large.bin"]
     assert git(ours, "cat-file", "-p", ":d0/blob00.bin").startswith(b"version https://git-lfs")
+    hooks = sorted(
+        p.name for p in (ours / ".git/hooks").iterdir() if not p.name.endswith(".sample")
+    )
+    assert hooks == sorted(
+        p.name for p in (theirs / ".git/hooks").iterdir() if not p.name.endswith(".sample")
+    )
     if writer == "pcheckout":
         lfs_count = sum(1 for p, v in files.items() if p.endswith(b".bin") and v)
         assert (result.lfs_files, result.lfs_local, result.lfs_missing) == (lfs_count, lfs_count, 0)
@@ -328,3 +334,20 @@ def test_pcheckout_clone_fetches_lfs_objects(tmp_path: Path) -> None:
     lfs = json.loads(proc.stdout)["checkout"]["lfs"]
     assert (lfs["fetches"], lfs["missing"]) == (1, 0)
     assert lfs["local"] == lfs["files"] > 0
+
+
+def _hooks(repo: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in (repo / ".git/hooks").iterdir() if "." not in p.name}
+
+
+def test_git_lfs_hooks_installed_as_its_filter_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    if writer == "git":
+        pytest.skip("git's writer: git-lfs, run by git read-tree, installed none (not this issue)")
+    src = lfs_repo(tmp_path, lfs_files(2))
+    theirs = _theirs(src, tmp_path / "theirs")
+    ours = lfs_clone(src, tmp_path / "ours")
+    result = _ours(ours, monkeypatch)
+    assert result.lfs_local > 0
+    assert _hooks(ours) == _hooks(theirs) != {}

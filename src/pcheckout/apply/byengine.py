@@ -66,6 +66,9 @@ def _fresh(job: Job) -> Written:
     )
     if job.journal is not None:
         job.journal.close()
+    lfs_plan = plan.conversion.lfs
+    if lfs_plan is not None and (lfs_plan.local or lfs_plan.plain):
+        lfs.install_hooks(ctx.git, ctx.repo, ctx.config)  # (as git-lfs's filter would)
     failed = submodules.move(ctx, plan.root, plan.submodules)
     write_fresh_index(
         ctx,

@@ -28,7 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from pcheckout.errors import LfsError
-from pcheckout.git.runner import Git
+from pcheckout.git import hooks
+from pcheckout.git.runner import Git, Repo
 from pcheckout.git.tree import Entry
 
 #: The spec's first line (git-lfs accepts older aliases; those go to git-lfs).
@@ -291,3 +292,17 @@ def fetch_missing(git: Git, plan: LfsPlan, commit: str, remote: str) -> dict[int
             fetched[i] = plan.local[i] = Smudge(found, ptr.size)
         plan.local_bytes += ptr.size
     return fetched
+
+
+#: The hooks git-lfs's filter installs where they are missing, each time it starts.
+HOOKS = ("pre-push", "post-checkout", "post-commit", "post-merge")
+
+
+def install_hooks(git: Git, repo: Repo, config: Mapping[str, str]) -> bool:
+    """What git-lfs's filter does when it starts, for a checkout that ran none: its hooks
+    where one is missing (``git lfs update``; one that exists is left as it is, and a
+    failure is git-lfs's to report the next time it runs).  True if it ran."""
+    if all(hooks.find(repo, config, name) is not None for name in HOOKS):
+        return False
+    git.run("lfs", "update", ok_codes=tuple(range(256)))
+    return True
