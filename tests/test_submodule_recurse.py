@@ -38,7 +38,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     * one: submodules a (at A1) and b;
     * two: a moved to A2, which adds a nested submodule ``deep``; b removed; c added;
-    * three: a moved to A3 (``deep`` moved inside it); b back.
+    * three: a moved to A3 (``deep`` moved inside it); b back;
+    * four (from two): the submodule c replaced by a file.
 
     ``work`` is a clone at two with every submodule initialized and cloned (at one, then
     switched by git itself, then ``submodule update --init --recursive``)."""
@@ -66,6 +67,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     git(sup, *ALLOW, "submodule", "-q", "add", "--force", f"file://{b}", "b")
     _commit(sup, "three")
     git(sup, "tag", "three")
+    git(sup, "checkout", "-q", "-b", "file", "two")
+    git(sup, "rm", "-q", "c")
+    shutil.rmtree(sup / "c", ignore_errors=True)
+    (sup / "c").write_text("a file\n")
+    _commit(sup, "four")
+    git(sup, "tag", "four")
+    git(sup, "checkout", "-q", "main")
     work = top / "work"
     git(top, "clone", "-q", str(sup), str(work))
     git(work, "checkout", "-q", "one")
@@ -208,6 +216,28 @@ def test_a_local_change_the_move_does_not_touch_is_reset_as_git_does(
         (repo / "a" / ".gitmodules").write_text("local\n")
     assert _git_checkout(by_git, "three").returncode == 0
     assert _pcheckout(by_us, "--writer", "pcheckout", "three").returncode == 0
+    assert _state(by_us) == _state(by_git)
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+@pytest.mark.parametrize("recurse", [True, False])
+@pytest.mark.parametrize(("start", "rev"), [("two", "four"), ("four", "two")])
+def test_a_file_replacing_a_submodule_as_git(
+    world: Path, tmp_path: Path, writer: str, recurse: bool, start: str, rev: str
+) -> None:
+    """git removes the submodule's directory whole (entry.c remove_subtree, untracked
+    files too), with or without submodule.recurse; the engine failed on it ("File
+    exists")."""
+    by_git = _copy(world, tmp_path, "git", recurse=recurse)
+    by_us = _copy(world, tmp_path, "us", recurse=recurse)
+    for repo in (by_git, by_us):
+        if start != "two":
+            assert _git_checkout(repo, start).returncode == 0
+        else:
+            (repo / "c" / "untracked").write_text("u\n")
+    assert _git_checkout(by_git, rev).returncode == 0
+    proc = _pcheckout(by_us, "--writer", writer, rev)
+    assert proc.returncode == 0, proc.stderr
     assert _state(by_us) == _state(by_git)
 
 

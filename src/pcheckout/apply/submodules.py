@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -49,6 +50,12 @@ def move(ctx: Context, root: Path, moves: Sequence[SubmoduleMove]) -> list[str]:
 def _one(ctx: Context, m: SubmoduleMove) -> list[str]:
     """One submodule's move; git's messages where it failed (else none)."""
     root = os.fsencode(ctx.git.cwd)
+    if m.replaced:  # entry.c checkout_entry: remove_subtree, whatever it holds
+        try:
+            shutil.rmtree(os.path.join(root, m.path))
+        except OSError as exc:
+            return [f"cannot remove submodule directory '{os.fsdecode(m.path)}': {exc.strerror}"]
+        return []
     sub = submodule_git(ctx.git, ctx.environ, m.path)
     shown = os.fsdecode(m.path)
     if m.populated:

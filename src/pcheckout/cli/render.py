@@ -400,6 +400,8 @@ def submodule_line(m: Mapping[str, object]) -> str:
     """What the dry run says of one submodule it would move (submodule.recurse)."""
     if m["action"] == "removed":
         return f"would remove submodule '{m['path']}' (its git dir kept)"
+    if m["action"] == "replaced":
+        return f"would remove submodule '{m['path']}' whole: a file takes its place"
     new = str(m["to"])[:7]
     if m["action"] == "populated":
         return f"would populate submodule '{m['path']}' at {new}"

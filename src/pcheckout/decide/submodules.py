@@ -61,10 +61,13 @@ class SubmoduleMove(NamedTuple):
     populated: bool  # its work tree is there (a .git in it naming its git dir)
     existed: bool  # its directory was there before the checkout
     git_dir: str  # $GIT_DIR/modules/NAME, where its repository is
+    replaced: bool = False  # a file or symlink takes its place: its directory removed
 
     @property
     def action(self) -> str:
-        """What the report calls it: moved, populated or removed."""
+        """What the report calls it: moved, populated, removed or replaced."""
+        if self.replaced:
+            return "replaced"
         if self.new is None:
             return "removed"
         return "moved" if self.populated else "populated"
@@ -133,11 +136,23 @@ def switch_moves(
     change: tuple[Sequence[bytes], Sequence[bytes]],
     force: bool,
     tree: str,
+    recurse: bool = True,
 ) -> tuple[SubmoduleMove, ...]:
     """The submodules a switch to ``tree`` moves; ``change`` is what it writes and
-    removes in the work tree.  Refuses (:class:`GitRefusedError`) as git does, unless ``force``."""
+    removes in the work tree.  Refuses (:class:`GitRefusedError`) as git does, unless
+    ``force``.  Without ``recurse`` (no submodule.recurse) only the submodules a file or
+    symlink replaces: their directories go, as git's checkout removes them
+    (entry.c ``checkout_entry``: ``remove_subtree``), with or without submodule.recurse."""
     ctx = at_top(ctx, root)
     write, remove = change
+    replaced = [
+        p
+        for p in write
+        if p in index and index[p].mode == MODE_GITLINK and target[p].mode != MODE_GITLINK
+    ]
+    replaced = [p for p in replaced if os.path.isdir(os.path.join(os.fsencode(root), p))]
+    if not recurse:
+        return tuple(_replaced(ctx, p, {}) for p in replaced)
     leaving = [
         p for p in dict.fromkeys([*remove, *write]) if p in index and index[p].mode == MODE_GITLINK
     ]
@@ -150,10 +165,11 @@ def switch_moves(
     new = _side(ctx, arriving, _target_gitmodules(target, write), tree)
     if not force:
         _refuse(ctx, _checks(os.fsencode(root), index, target, (leaving, arriving), old))
-    moves = [
+    moves = [_replaced(ctx, p, old.modules) for p in replaced]
+    moves += [
         _move(ctx, p, old.modules[p].name, index[p].oid.hex(), None)
         for p in leaving
-        if p not in arriving and p in old.active and populated(ctx.git, p)
+        if p not in arriving and p not in target and p in old.active and populated(ctx.git, p)
     ]
     for p in arriving:
         if p in new.active:
@@ -181,6 +197,13 @@ def fresh_moves(
         for e in links
         if e.path in new.active
     )
+
+
+def _replaced(ctx: Context, path: bytes, modules: Mapping[bytes, Gitmodule]) -> SubmoduleMove:
+    """A submodule's directory that a file or symlink of the target replaces."""
+    module = modules.get(path)
+    name = module.name if module is not None else ""
+    return SubmoduleMove(path, name, None, None, populated(ctx.git, path), True, "", True)
 
 
 def _move(
@@ -229,8 +252,11 @@ def _checks(
         if i is None:  # (git runs it in the directory: where there is none, it refuses)
             checks.append(_Check(p, None, target[p].oid))
         elif i.mode == MODE_GITLINK and os.path.lexists(os.path.join(root, p)):
-            if p not in arriving:  # deleted_entry: to the empty tree
+            if p not in target:  # deleted_entry: to the empty tree
                 checks.append(_Check(p, i.oid.hex(), None))
+                continue
+            if p not in arriving:  # replaced by a file: verify_uptodate alone
+                checks.append(_Check(p, "HEAD", i.oid.hex()))
                 continue
             checks.append(_Check(p, "HEAD", i.oid.hex()))
             checks.append(_Check(p, i.oid.hex(), target[p].oid))

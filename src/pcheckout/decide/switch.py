@@ -115,12 +115,11 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     split = split._replace(remove=sorted({*split.remove, *strays}))
     tracked = tables.in_index.keys() | left.ours
     refuse_untracked_in_the_way(look, split.write, split.remove, tracked, tables.target)
-    subs: tuple[SubmoduleMove, ...] = ()
-    if recursing(ctx, opts.clone):
-        change = (split.write, split.remove)
-        subs = switch_moves(
-            ctx, run.root, tables.in_index, tables.target, change, opts.force, run.target.tree
-        )
+    change = (split.write, split.remove)
+    recurse = recursing(ctx, opts.clone)
+    subs = switch_moves(
+        ctx, run.root, tables.in_index, tables.target, change, opts.force, run.target.tree, recurse
+    )
     absent = frozenset(left.ours - left.present)
     facts = _Facts(
         fs, entries, index.version, cone, sparsity, threads.min_share, subs, absent, index.split
