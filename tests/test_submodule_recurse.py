@@ -241,6 +241,26 @@ def test_a_file_replacing_a_submodule_as_git(
     assert _state(by_us) == _state(by_git)
 
 
+@pytest.mark.parametrize("rev", ["one", "three"])
+def test_a_submodule_with_its_own_git_dir_is_absorbed_first(
+    world: Path, tmp_path: Path, rev: str
+) -> None:
+    """A submodule whose .git is its repository (cloned by hand) is moved into
+    .git/modules first, as git does, saying so as git does."""
+    by_git, by_us = _copy(world, tmp_path, "git"), _copy(world, tmp_path, "us")
+    for repo in (by_git, by_us):
+        (repo / "c" / ".git").unlink()
+        (repo / ".git" / "modules" / "c").rename(repo / "c" / ".git")
+        git(repo / "c", "config", "--unset", "core.worktree")
+    said = _git_checkout(by_git, rev)
+    assert said.returncode == 0
+    proc = _pcheckout(by_us, "--writer", "pcheckout", rev)
+    assert proc.returncode == 0, proc.stderr
+    assert _state(by_us) == _state(by_git)
+    assert "Migrating git directory of 'c'" in said.stderr
+    assert proc.stderr == said.stderr.replace(str(by_git), str(by_us))
+
+
 def test_untracked_files_keep_a_removed_submodules_directory(world: Path, tmp_path: Path) -> None:
     by_git, by_us = _copy(world, tmp_path, "git"), _copy(world, tmp_path, "us")
     for repo in (by_git, by_us):

@@ -59,8 +59,12 @@ def _one(ctx: Context, m: SubmoduleMove) -> list[str]:
     sub = submodule_git(ctx.git, ctx.environ, m.path)
     shown = os.fsdecode(m.path)
     if m.populated:
-        if not uses_gitfile(root, m.path):
-            ctx.git.run("submodule", "absorbgitdirs", "--quiet", "--", shown)
+        if not uses_gitfile(root, m.path):  # its own .git moved into $GIT_DIR/modules
+            proc = ctx.git.run("submodule", "absorbgitdirs", "--", shown, ok_codes=(0, 1, 128))
+            for line in _said(proc.stderr):  # git's "Migrating git directory of ..."
+                ctx.ui.git_message(line)
+            if proc.returncode:
+                return [f"Submodule '{shown}' could not be updated."]
         _connect(ctx.git, root, m)
     else:
         _connect(ctx.git, root, m)
