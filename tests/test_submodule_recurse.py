@@ -343,3 +343,35 @@ def test_dry_run_names_the_submodules_it_would_move(world: Path, tmp_path: Path)
     assert "would remove submodule 'c' (its git dir kept)" in text
     assert "would populate submodule 'b' at " in text
     assert _state(repo) == before
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_clone_recurse_submodules_with_submodule_recurse_set(
+    world: Path, tmp_path: Path, writer: str
+) -> None:
+    """git clone's own checkout never moves submodules (git submodule update does, after
+    it); with submodule.recurse=true in the user's config, git's writer's read-tree did
+    and died ("not a git repository: ../.git/modules/a")."""
+    env = {
+        **os.environ,
+        **GIT_ENV,
+        "GIT_CONFIG_COUNT": "2",
+        "GIT_CONFIG_KEY_0": "protocol.file.allow",
+        "GIT_CONFIG_VALUE_0": "always",
+        "GIT_CONFIG_KEY_1": "submodule.recurse",
+        "GIT_CONFIG_VALUE_1": "true",
+        "PCHECKOUT_WRITER": writer,
+    }
+    src = world.parent / "super"
+    run = {"capture_output": True, "text": True, "env": env}
+    by_git = subprocess.run(
+        ["git", "clone", "-q", "--recurse-submodules", str(src), str(tmp_path / "git")], **run
+    )
+    assert by_git.returncode == 0, by_git.stderr
+    cmd = [sys.executable, "-m", "pcheckout", "clone", "-q", "--recurse-submodules"]
+    proc = subprocess.run([*cmd, str(src), str(tmp_path / "us")], **run)
+    assert proc.returncode == 0, proc.stderr
+    ours, theirs = _state(tmp_path / "us"), _state(tmp_path / "git")
+    assert ours["status"] == theirs["status"] == ""
+    for key in ("files", "submodules", "heads", "index", "HEAD"):
+        assert ours[key] == theirs[key]

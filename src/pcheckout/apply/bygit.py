@@ -43,7 +43,9 @@ def _tree(job: Job, lock: IndexLock) -> Written:
     fresh = plan.kind in ("fresh", "resume")
     with scratch_index(lock, copy=True) as scratch:
         git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
-        done = gitwriter.write_by_git(ctx._replace(git=git), plan.tree, plan.workers)
+        done = gitwriter.write_by_git(
+            ctx._replace(git=git), plan.tree, plan.workers, plan.recurse_submodules
+        )
         # git does not say what it wrote; its index holds every file's size (-1: unknown).
         paths = None if fresh else {e.path for e in plan.entries}
         nbytes = written_bytes(scratch.path, ctx.repo.object_format, paths)

@@ -102,6 +102,8 @@ class Plan(NamedTuple):
     #: submodule.recurse: the submodules moved, populated or removed (the engine moves
     #: them; git's writer moves them itself)
     submodules: tuple[SubmoduleMove, ...] = ()
+    #: submodule.recurse applies (not to git clone's own checkout): git's writer is told
+    recurse_submodules: bool = False
 
     @property
     def mode(self) -> Literal["checkout", "resume", "switch", "export"]:

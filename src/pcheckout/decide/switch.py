@@ -252,6 +252,7 @@ def _plan(
         min_share=facts.min_share,
         hooks=after_checkout(run),
         submodules=facts.submodules,
+        recurse_submodules=recursing(ctx, opts.clone),
     )
 
 

@@ -182,7 +182,7 @@ def export_tree(
             workers=workers,
             threshold=threshold,
             progress=progress,
-            config=("-c", "core.sparseCheckout=false"),
+            config=("-c", "core.sparseCheckout=false", "-c", "submodule.recurse=false"),
         )
         # git does not say what it wrote; the index it wrote holds the sizes (-1: unknown).
         nbytes = written_bytes(env["GIT_INDEX_FILE"], ctx.repo.object_format)
@@ -300,13 +300,21 @@ def switch_counts(
     return written, deleted, nbytes
 
 
-def write_by_git(ctx: Context, tree: str, plan: WorkerPlan) -> GitWrite:
+def write_by_git(ctx: Context, tree: str, plan: WorkerPlan, submodules: bool = False) -> GitWrite:
     """A fresh checkout's (or an export's) write by git, with the plan's count and progress
-    into ``ctx.ui``; an interrupt leaves what a re-run finishes."""
+    into ``ctx.ui``; an interrupt leaves what a re-run finishes.  ``submodules``: read-tree
+    moves them (submodule.recurse); else it is told not to, whatever the config says (git
+    clone's own checkout never does)."""
     report = Reporting(ctx.ui, plan.workers)
+    config = () if submodules else ("-c", "submodule.recurse=false")
     try:
         done = write_tree(
-            ctx.git, tree, workers=plan.workers, threshold=PARALLEL_THRESHOLD, progress=report
+            ctx.git,
+            tree,
+            workers=plan.workers,
+            threshold=PARALLEL_THRESHOLD,
+            progress=report,
+            config=config,
         )
     except KeyboardInterrupt:
         raise Interrupted(2, "run the same command again to finish") from None
