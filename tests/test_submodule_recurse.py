@@ -71,7 +71,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Path:
     git(sup, "rm", "-q", "c")
     shutil.rmtree(sup / "c", ignore_errors=True)
     (sup / "c").write_text("a file\n")
-    _commit(sup, "four")
+    git(sup, "add", "c")  # (only c: b's directory, left by the checkout, is no gitlink here)
+    git(sup, "commit", "-q", "-m", "four")
     git(sup, "tag", "four")
     git(sup, "checkout", "-q", "main")
     work = top / "work"
@@ -251,7 +252,7 @@ def test_a_submodule_with_its_own_git_dir_is_absorbed_first(
     for repo in (by_git, by_us):
         (repo / "c" / ".git").unlink()
         (repo / ".git" / "modules" / "c").rename(repo / "c" / ".git")
-        git(repo / "c", "config", "--unset", "core.worktree")
+        git(repo, "config", "--file", "c/.git/config", "--unset", "core.worktree")
     said = _git_checkout(by_git, rev)
     assert said.returncode == 0
     proc = _pcheckout(by_us, "--writer", "pcheckout", rev)
