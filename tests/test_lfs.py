@@ -351,3 +351,21 @@ def test_git_lfs_hooks_installed_as_its_filter_would(
     result = _ours(ours, monkeypatch)
     assert result.lfs_local > 0
     assert _hooks(ours) == _hooks(theirs) != {}
+
+
+def test_partial_clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A blob:none clone: its missing pointers are fetched with the other blobs (never one
+    lazy fetch each while planning) and smudged by git-lfs's filter."""
+    src = lfs_repo(tmp_path, lfs_files(3))
+    git(src, "config", "uploadpack.allowFilter", "true")
+    clones = []
+    for name in ("theirs", "ours"):
+        repo = tmp_path / name
+        git(tmp_path, "clone", "-q", "--no-checkout", "--filter=blob:none", src.as_uri(), str(repo))
+        for k, v in LFS_CONFIG.items():
+            git(repo, "config", k, v)
+        clones.append(repo)
+    theirs, ours = clones
+    git(theirs, "checkout", "-q", "-f", "main")
+    _ours(ours, monkeypatch)
+    _same(ours, theirs)

@@ -286,7 +286,8 @@ def plan_conversion(
         sel.missing.update(absent)
     elif sel is not None:
         _fetch_attributes(ctx, entries, sel)
-    conversion = convert.plan_conversion(ctx, run.target.tree, entries, only=only)
+    local = None if sel is None else (lambda oid: oid not in sel.missing)  # (no lazy fetch)
+    conversion = convert.plan_conversion(ctx, run.target.tree, entries, only=only, local=local)
     conversion.unknown = unknown
     return conversion
 
