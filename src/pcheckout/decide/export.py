@@ -198,9 +198,10 @@ def _select(
         for k, row in zip(known, found, strict=True):
             rows[k] = row
         unknown = sum(
-            1 for k in range(len(entries))
+            1
+            for k in range(len(entries))
             if attributes.convertible(entries[k]) and _below(paths[k], unknown_dirs)
-        )  # fmt: skip
+        )
     else:
         rows = attrs.lookup(paths, names)
         unknown = 0

@@ -95,6 +95,18 @@ def _stale_record(data: bytes) -> bool:
 _FLOCK = struct.Struct("hhqqi4x")
 _OFD_SETLK = getattr(fcntl, "F_OFD_SETLK", None)
 _OFD_SETLKW = getattr(fcntl, "F_OFD_SETLKW", None)
+#: The record lock is held by another or not supported here (not an error: no lock taken).
+_LOCK_REFUSED = frozenset(
+    {
+        errno.EACCES,
+        errno.EAGAIN,
+        errno.ENOLCK,
+        errno.EOPNOTSUPP,
+        errno.EINVAL,
+        errno.EDEADLK,
+        errno.ENOSYS,
+    }
+)
 
 
 def _try_record_lock(fd: int, *, wait: bool) -> bool:
@@ -113,8 +125,7 @@ def _try_record_lock(fd: int, *, wait: bool) -> bool:
         else:  # pragma: no cover - not Linux
             fcntl.lockf(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EAGAIN, errno.ENOLCK, errno.EOPNOTSUPP,
-                         errno.EINVAL, errno.EDEADLK, errno.ENOSYS):  # fmt: skip
+        if exc.errno in _LOCK_REFUSED:
             return False
         raise
     return True
@@ -125,8 +136,9 @@ class IndexLock:
     over the index with new contents, :meth:`rollback` removes it.  As a
     context manager it rolls back unless committed."""
 
-    def __init__(self, index_path: str | bytes | os.PathLike[str], fd: int, *,
-                 took_over: bool) -> None:  # fmt: skip
+    def __init__(
+        self, index_path: str | bytes | os.PathLike[str], fd: int, *, took_over: bool
+    ) -> None:
         self.index = os.fsencode(index_path)
         self.path = self.index + b".lock"
         self.took_over = took_over
@@ -235,8 +247,9 @@ class IndexLock:
     def __enter__(self) -> IndexLock:
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:  # fmt: skip
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.rollback()
 
 
@@ -287,9 +300,19 @@ def scratch_index(lock: IndexLock, *, copy: bool = False) -> Iterator[Scratch]:
 NEW_SUFFIX = b".pcheckout-new"
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_NEW = os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0) | _O_NOFOLLOW
+_O_TMP = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0) | _O_NOFOLLOW
 #: link(2) is not supported here: the lock is created empty, then written (git's way).
-_NO_LINK = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EXDEV,
-                      errno.EMLINK, errno.EACCES})  # fmt: skip
+_NO_LINK = frozenset(
+    {
+        errno.EPERM,
+        errno.EOPNOTSUPP,
+        errno.ENOTSUP,
+        errno.ENOSYS,
+        errno.EXDEV,
+        errno.EMLINK,
+        errno.EACCES,
+    }
+)
 
 
 def _create_holding(lock: bytes, mine: bytes) -> tuple[int, int]:
@@ -300,8 +323,7 @@ def _create_holding(lock: bytes, mine: bytes) -> tuple[int, int]:
     link(2) is not supported, created empty (``O_EXCL``) and then written.  Returns
     the descriptor and the bytes the lock holds (0: empty)."""
     tmp = lock + b"." + os.urandom(8).hex().encode() + b".pcheckout"
-    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-                 | getattr(os, "O_NOFOLLOW", 0), 0o666)  # fmt: skip
+    fd = os.open(tmp, _O_TMP, 0o666)
     try:
         try:
             _try_record_lock(fd, wait=False)  # nobody else knows the name yet

@@ -500,6 +500,10 @@ def split(
     return inside, outside
 
 
+#: An entry's stat data where git records none (ctime, mtime, dev, ino, uid, gid, size).
+_NO_STAT = (0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
 def expand_sparse_directories(git: Git, entries: Sequence[IndexEntry]) -> list[IndexEntry]:
     """A sparse index's entries with every sparse-directory entry (mode 040000, path
     ending in "/") replaced by the files of its tree, each skip-worktree with zero stat
@@ -515,17 +519,9 @@ def expand_sparse_directories(git: Git, entries: Sequence[IndexEntry]) -> list[I
                 d.path + t.path,
                 t.mode,
                 bytes.fromhex(t.oid),
-                0,
-                0,
-                0,
-                0,
-                0,
-                0,
-                0,
-                0,
-                0,
+                *_NO_STAT,
                 extended_flags=EXT_FLAG_SKIP_WORKTREE,
-            )  # fmt: skip
+            )
             for t in list_tree(git, d.oid.hex())
         ]
 

@@ -601,7 +601,5 @@ def merge_outcomes(stats: list[bytes | None], outcomes: Sequence[Outcome]) -> Ou
         limit_history=[h for o in outcomes for h in o.limit_history],
         processes=any(o.processes for o in outcomes),
         kept=sum(o.kept for o in outcomes),
-        adapt_summary=next(
-            (o.adapt_summary for o in reversed(outcomes) if o.adapt_summary), None
-        ),  # fmt: skip
+        adapt_summary=next((o.adapt_summary for o in reversed(outcomes) if o.adapt_summary), None),
     )
