@@ -58,9 +58,10 @@ __all__ = [
 GIT_NO_LAZY_FETCH = (2, 45)
 #: promisor-remote.c fetch_objects(): the command git runs (identical in 2.39 and 2.55).
 FETCH_ARGS = (
-    "-c", "fetch.negotiationAlgorithm=noop", "fetch", "{remote}", "--no-tags",
-    "--no-write-fetch-head", "--recurse-submodules=no", "--filter=blob:none", "--stdin",
-)  # fmt: skip
+    *("-c", "fetch.negotiationAlgorithm=noop"),
+    *("fetch", "{remote}", "--no-tags", "--no-write-fetch-head", "--recurse-submodules=no"),
+    *("--filter=blob:none", "--stdin"),
+)
 #: First batch of a fetch that overlaps the writes: small, so writing starts soon
 #: (docs/benchmarks.md, "Blobless checkout"); each later batch doubles, up to the cap,
 #: so a checkout of n missing blobs costs about log2(n / FIRST_BATCH) fetches.
@@ -124,10 +125,8 @@ def no_lazy_fetch_env(git: Git, env: Mapping[str, str] | None) -> dict[str, str]
 def local_objects(git: Git) -> set[str]:
     """Every object id in the local object store (packs, loose objects, alternates),
     listed without fetching anything (``cat-file --batch-all-objects``)."""
-    proc = git.run(
-        "cat-file", "--batch-all-objects", "--unordered", "--batch-check=%(objectname)",
-        what="cannot list the repository's objects",
-    )  # fmt: skip
+    list_all = ("cat-file", "--batch-all-objects", "--unordered", "--batch-check=%(objectname)")
+    proc = git.run(*list_all, what="cannot list the repository's objects")
     return set(proc.stdout.decode("ascii").split())
 
 
@@ -213,9 +212,12 @@ class Fetcher:
                 return False
             try:
                 proc = self.git.popen(
-                    args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE, env=env,
-                )  # fmt: skip
+                    args,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    env=env,
+                )
             except OSError as exc:
                 raise GitError(f"cannot run git fetch: {exc}") from None
             self._proc = proc
@@ -316,8 +318,8 @@ class Prefetch:
                 if left:
                     later = sum(len(b) for b in self.batches[k + 1 :])
                     self.result.failed = list(left)
-                    raise PromisorFetchError(self.remotes, len(left) + later,
-                                             self.fetcher.stderr)  # fmt: skip
+                    stderr = self.fetcher.stderr
+                    raise PromisorFetchError(self.remotes, len(left) + later, stderr)
                 self.landed(k)
         except BaseException as exc:  # noqa: BLE001 - handed to wait()
             self.error = exc
@@ -355,6 +357,10 @@ STAGING_LOCK = "lock"
 #: Age after which a staging directory without a lock file is removed (a day: only an
 #: older pcheckout, which took no lock, could still be using one that old).
 STALE_UNLOCKED_S = 24 * 3600
+#: Variables that redirect the object store (no staging where the caller set one).
+_OBJECT_STORE_VARS = ("GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES")
+#: A pack file copied into the object store: created new, never inherited by a child.
+_O_NEW_PACK = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
 
 class Staging:
@@ -398,8 +404,7 @@ class Staging:
     @staticmethod
     def usable(env: Mapping[str, str]) -> bool:
         """Not where the caller already redirects the object store."""
-        return not any(k in env for k in ("GIT_OBJECT_DIRECTORY",
-                                          "GIT_ALTERNATE_OBJECT_DIRECTORIES"))  # fmt: skip
+        return not any(k in env for k in _OBJECT_STORE_VARS)
 
     def fetch_env(self, env: Mapping[str, str]) -> dict[str, str]:
         return {
@@ -477,8 +482,7 @@ def _copy_into(src: bytes, dst_dir: bytes, name: bytes) -> int:
     tmp = dst_dir + b"/tmp_pcheckout_" + name
     fd_in = os.open(src, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
-        fd_out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0),
-                         0o444)  # fmt: skip
+        fd_out = os.open(tmp, _O_NEW_PACK, 0o444)
         total = 0
         try:
             while chunk := os.read(fd_in, COPY_CHUNK):
