@@ -388,8 +388,9 @@ class Prestarted:
         self._starting = False  # one is being started here
         self._claimed = 0  # writers waiting for it, or for a ready one it became (0 or 1)
         self._closed = False
-        self._thread = threading.Thread(target=self._start, args=(git, spawn),
-                                        name="pcheckout-prestart", daemon=True)  # fmt: skip
+        self._thread = threading.Thread(
+            target=self._start, args=(git, spawn), name="pcheckout-prestart", daemon=True
+        )
         self._thread.start()
 
     def _start(self, git: Git, spawn: Spawn | None) -> None:
