@@ -237,9 +237,23 @@ class _EntryBuilder:
 
     __slots__ = IndexEntry.__slots__
 
-    def __init__(self, path: bytes, mode: int, oid: bytes, ctime_s: int, ctime_ns: int,
-                 mtime_s: int, mtime_ns: int, dev: int, ino: int, uid: int, gid: int,
-                 size: int, flags: int, extended_flags: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        path: bytes,
+        mode: int,
+        oid: bytes,
+        ctime_s: int,
+        ctime_ns: int,
+        mtime_s: int,
+        mtime_ns: int,
+        dev: int,
+        ino: int,
+        uid: int,
+        gid: int,
+        size: int,
+        flags: int,
+        extended_flags: int,
+    ) -> None:
         self.path = path
         self.mode = mode
         self.oid = oid
@@ -566,8 +580,11 @@ def _decode(data: bytes, hash_name: str | None, path: bytes) -> tuple[Index, _Li
     ]
     if verified:
         return _parse(data, version, count, verified[0], path)
-    skipped = [n for n in candidates if len(data) >= HEADER.size + HASH_SIZES[n]
-               and not any(data[-HASH_SIZES[n]:])]  # fmt: skip
+    skipped = [
+        n
+        for n in candidates
+        if len(data) >= HEADER.size + HASH_SIZES[n] and not any(data[-HASH_SIZES[n] :])
+    ]
     if not skipped:
         raise CorruptIndexError(f"{where}: bad index file checksum", path)
     error: IndexFileError | None = None
