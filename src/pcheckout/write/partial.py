@@ -113,8 +113,9 @@ def write_selected(
     fetchers = (
         FETCHERS_STAGED if staging is not None else FETCHERS_LATENCY_BOUND if latency_bound else 1
     )
-    plan = plan_fetch(entries, sel.wanted, sel.missing, conversion=req.conversion.by_git > 0,
-                      fetchers=fetchers)  # fmt: skip
+    plan = plan_fetch(
+        entries, sel.wanted, sel.missing, conversion=req.conversion.by_git > 0, fetchers=fetchers
+    )
     files = len(sel.wanted)
     nbytes = sum(max(entries[i].size, 0) for i in sel.wanted)
     ui = RoundReporter(ctx.ui, files, nbytes, req.plan.workers)
@@ -134,11 +135,14 @@ def write_selected(
         group = [i for i, s in enumerate(skip) if not s]
         given = req.contents or {}
         sub = dataclasses.replace(
-            req, entries=[entries[i] for i in group], conversion=req.conversion.take(group),
+            req,
+            entries=[entries[i] for i in group],
+            conversion=req.conversion.take(group),
             contents={j: given[i] for j, i in enumerate(group) if i in given} or None,
-            resume=req.resume and first, overwrite=req.overwrite or (req.resume and not first),
+            resume=req.resume and first,
+            overwrite=req.overwrite or (req.resume and not first),
             positions=group if req.positions is None else [req.positions[i] for i in group],
-        )  # fmt: skip
+        )
         out = write_tree(round_ctx, sub)
         outcomes.append(out)
         stats: list[bytes | None] = [None] * n
@@ -157,10 +161,15 @@ def write_selected(
         if plan.batches:
             try:
                 done = write_while_fetching(
-                    fetch_git, sel.remotes, entries, plan, write_round, fetchers=fetchers,
+                    fetch_git,
+                    sel.remotes,
+                    entries,
+                    plan,
+                    write_round,
+                    fetchers=fetchers,
                     progress=progress,
                     pack_dir=staging.pack_dir if staging is not None else None,
-                )  # fmt: skip
+                )
             except BaseException:
                 if staging is not None:  # what landed goes in, even when a fetch failed
                     with contextlib.suppress(OSError):
