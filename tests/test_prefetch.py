@@ -15,7 +15,7 @@ from partialhelp import blobless_clone, promisor_packs, serve
 from pcheckout.git import promisor
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import list_tree
-from pcheckout.write.prefetch import plan_fetch, write_while_fetching
+from pcheckout.write.prefetch import FetchFrom, plan_fetch, write_while_fetching
 
 FILES = {b"d%d/f%03d" % (i % 5, i): b"blob %d\n" % i for i in range(300)}
 FILES[b"d3/.gitattributes"] = b"* text\n"
@@ -81,7 +81,7 @@ def test_rounds_write_landed_batches_attributes_first(
 
     monkeypatch.setattr(promisor.Fetcher, "_run", gated)
     rec.after_first = first_round.set
-    out = write_while_fetching(g, ["origin"], entries, plan, rec, fetchers=fetchers)
+    out = write_while_fetching(FetchFrom(g, ["origin"], fetchers), entries, plan, rec)
     assert attrs in rec.rounds[0]
     assert sorted(i for r in rec.rounds for i in r) == wanted
     assert all(s is not None for s in out.stats)
@@ -102,7 +102,7 @@ def test_server_gone_mid_prefetch_writes_what_landed_and_counts_the_rest(
     rec = Recorder(g, [e.oid for e in entries])
     rec.after_first = lambda: shutil.rmtree(server)
     with pytest.raises(promisor.PromisorFetchError) as info:
-        write_while_fetching(g, ["origin"], entries, plan, rec, fetchers=1)
+        write_while_fetching(FetchFrom(g, ["origin"], 1), entries, plan, rec)
     written = {i for r in rec.rounds for i in r}
     left = {e.oid for i, e in enumerate(entries) if i not in written}
     assert info.value.count == len(left) > 0

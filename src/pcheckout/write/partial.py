@@ -35,6 +35,7 @@ from pcheckout.git.tree import MODE_GITLINK, Entry
 from pcheckout.write.engine import Outcome
 from pcheckout.write.prefetch import (
     FETCHERS_LATENCY_BOUND,
+    FetchFrom,
     RoundOutcome,
     plan_fetch,
     write_while_fetching,
@@ -160,16 +161,9 @@ def write_selected(
     try:
         if plan.batches:
             try:
-                done = write_while_fetching(
-                    fetch_git,
-                    sel.remotes,
-                    entries,
-                    plan,
-                    write_round,
-                    fetchers=fetchers,
-                    progress=progress,
-                    pack_dir=staging.pack_dir if staging is not None else None,
-                )
+                pack_dir = staging.pack_dir if staging is not None else None
+                source = FetchFrom(fetch_git, sel.remotes, fetchers, pack_dir)
+                done = write_while_fetching(source, entries, plan, write_round, progress=progress)
             except BaseException:
                 if staging is not None:  # what landed goes in, even when a fetch failed
                     with contextlib.suppress(OSError):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pcheckout.git.attributes import is_gitattributes
 from pcheckout.git.promisor import (
@@ -36,7 +36,14 @@ from pcheckout.git.promisor import (
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_GITLINK, Entry
 
-__all__ = ["FETCHERS_LATENCY_BOUND", "FetchPlan", "Round", "plan_fetch", "write_while_fetching"]
+__all__ = [
+    "FETCHERS_LATENCY_BOUND",
+    "FetchFrom",
+    "FetchPlan",
+    "Round",
+    "plan_fetch",
+    "write_while_fetching",
+]
 
 #: Concurrent fetches where the destination is latency-bound.  One fetch writes its pack
 #: in small synchronous writes (index-pack's 4 KiB input buffer), ~1.4 ms per blob on the
@@ -171,30 +178,65 @@ class Overlapped:
     fetched: Fetched
 
 
+class FetchFrom(NamedTuple):
+    """Where the missing blobs come from: ``git`` (its environment is the fetches'),
+    the promisor ``remotes``, how many fetches run at once, where their packs land
+    (None: the repository's pack directory)."""
+
+    git: Git
+    remotes: Sequence[str]
+    fetchers: int = 1
+    pack_dir: bytes | None = None
+
+
 def write_while_fetching(
-    git: Git,
-    remotes: Sequence[str],
+    source: FetchFrom,
     entries: Sequence[Entry],
     plan: FetchPlan,
     write_round: Round,
     *,
-    fetchers: int = 1,
     progress: Callable[[Fetched], None] | None = None,
-    pack_dir: bytes | None = None,
 ) -> Overlapped:
-    """Fetch ``plan.batches`` on up to ``fetchers`` threads while ``write_round`` writes
-    what is present, then each group of landed batches.  A fetch failure stops the
-    fetching; the writes of what landed finish, then PromisorFetchError is raised (the
-    caller writes no index for a checkout left incomplete)."""
-    n = len(entries)
-    stats: list[bytes | None] = [None] * n
-    rounds: list[RoundOutcome] = []
+    """Fetch ``plan.batches`` on up to ``source.fetchers`` threads while ``write_round``
+    writes what is present, then each group of landed batches.  A fetch failure stops
+    the fetching; the writes of what landed finish, then PromisorFetchError is raised
+    (the caller writes no index for a checkout left incomplete)."""
     landing = _Landing()
-    batches = plan.batches
-    # Each fetcher thread takes every fetchers-th batch, in order: batch 0 lands first.
-    lanes = [list(range(j, len(batches), max(1, fetchers))) for j in range(max(1, fetchers))]
-    lanes = [lane for lane in lanes if lane]
+    prefetches = _start_fetches(source, plan.batches, landing, progress)
+    rounds = _Rounds(write_round, len(entries))
+    try:
+        _write_as_they_land(plan, landing, prefetches, rounds)
+    except BaseException:
+        for p in prefetches:
+            p.stop()
+        for p in prefetches:
+            p.wait_quietly()
+        raise
     total = Fetched()
+    for p in prefetches:
+        part = p.wait_quietly()
+        total.objects += part.objects
+        total.bytes += part.bytes
+        total.fetches += part.fetches
+    errors = [p.error for p in prefetches if p.error is not None]
+    if errors:
+        raise _combined(errors, plan, rounds.stats)
+    return Overlapped(rounds.stats, rounds.outcomes, total)
+
+
+def _start_fetches(
+    source: FetchFrom,
+    batches: list[list[str]],
+    landing: _Landing,
+    progress: Callable[[Fetched], None] | None,
+) -> list[Prefetch]:
+    """One started Prefetch per lane: each takes every fetchers-th batch, in order
+    (batch 0 lands first); each reports its landings to ``landing``."""
+    lanes = [
+        list(range(j, len(batches), max(1, source.fetchers)))
+        for j in range(max(1, source.fetchers))
+    ]
+    lanes = [lane for lane in lanes if lane]
     lock = threading.Lock()
     prefetches: list[Prefetch] = []
 
@@ -213,61 +255,64 @@ def write_while_fetching(
         return lambda j: landing.arrive(lane[j] if j >= 0 else -1)
 
     for lane in lanes:
+        mine = [batches[k] for k in lane]
         prefetches.append(
-            Prefetch(git, remotes, [batches[k] for k in lane], arrival(lane), report, pack_dir)
+            Prefetch(source.git, source.remotes, mine, arrival(lane), report, source.pack_dir)
         )
     landing.expected = len(prefetches)
     for p in prefetches:
         p.start()
+    return prefetches
 
-    def run(indexes: list[int], first: bool) -> None:
+
+class _Rounds:
+    """The write rounds so far: each writes the given entry indexes; ``stats`` per
+    entry of all rounds."""
+
+    def __init__(self, write_round: Round, n: int) -> None:
+        self.write_round = write_round
+        self.n = n
+        self.stats: list[bytes | None] = [None] * n
+        self.outcomes: list[RoundOutcome] = []
+        self.first = True
+
+    def run(self, indexes: list[int]) -> None:
         if not indexes:
             return
-        skip = [True] * n
+        skip = [True] * self.n
         for i in indexes:
             skip[i] = False
-        out = write_round(skip, first)
-        rounds.append(out)
+        out = self.write_round(skip, self.first)
+        self.first = False
+        self.outcomes.append(out)
         for i in indexes:
-            stats[i] = out.stats[i]
+            self.stats[i] = out.stats[i]
 
-    try:
-        first = True
-        pending = list(plan.present)
-        if plan.attributes_first and batches:
-            # Nothing before the attributes: batch 0 (lane 0's first) holds them.
-            got: list[int] = []
-            finished = False
-            while 0 not in got and not finished:
-                more, finished = landing.take(wait=True)
-                got += more
-            pending = pending + _entries_of(plan, batches, got) if 0 in got else []
-        while True:
-            run(pending, first)
-            if pending:
-                first = False
-            if _fetch_failed(prefetches):
-                for p in prefetches:
-                    p.stop()  # the remote is gone for all of them: stop wasting time
+
+def _write_as_they_land(
+    plan: FetchPlan, landing: _Landing, prefetches: list[Prefetch], rounds: _Rounds
+) -> None:
+    """What is present first (after batch 0 where the attributes come first), then,
+    round after round, what landed during the round before, until every fetch ended."""
+    batches = plan.batches
+    pending = list(plan.present)
+    if plan.attributes_first and batches:
+        # Nothing before the attributes: batch 0 (lane 0's first) holds them.
+        got: list[int] = []
+        finished = False
+        while 0 not in got and not finished:
             more, finished = landing.take(wait=True)
-            pending = _entries_of(plan, batches, more)
-            if not pending and finished:
-                break
-    except BaseException:
-        for p in prefetches:
-            p.stop()
-        for p in prefetches:
-            p.wait_quietly()
-        raise
-    for p in prefetches:
-        part = p.wait_quietly()
-        total.objects += part.objects
-        total.bytes += part.bytes
-        total.fetches += part.fetches
-    errors = [p.error for p in prefetches if p.error is not None]
-    if errors:
-        raise _combined(errors, plan, stats)
-    return Overlapped(stats, rounds, total)
+            got += more
+        pending = pending + _entries_of(plan, batches, got) if 0 in got else []
+    while True:
+        rounds.run(pending)
+        if _fetch_failed(prefetches):
+            for p in prefetches:
+                p.stop()  # the remote is gone for all of them: stop wasting time
+        more, finished = landing.take(wait=True)
+        pending = _entries_of(plan, batches, more)
+        if not pending and finished:
+            break
 
 
 def _fetch_failed(prefetches: list[Prefetch]) -> bool:
