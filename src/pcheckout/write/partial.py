@@ -30,6 +30,7 @@ from pcheckout.git.promisor import (
     no_lazy_fetch_env,
     promisor_remotes,
 )
+from pcheckout.git.runner import Git
 from pcheckout.git.sparse import Sparsity
 from pcheckout.git.tree import MODE_GITLINK, Entry
 from pcheckout.write.engine import Outcome
@@ -104,13 +105,7 @@ def write_selected(
     if not sel.missing and len(sel.wanted) == n:
         return write_tree(ctx, req), Fetched()
     base_env: dict[str, str] = dict(ctx.git.env) if ctx.git.env is not None else dict(ctx.environ)
-    # Objects live in the common dir unless the environment moves them (then: no staging).
-    objects = os.fsencode(ctx.repo.common_dir / "objects")
-    staging = (
-        Staging(objects) if sel.missing and latency_bound and Staging.usable(base_env) else None
-    )
-    for path in staging.removed_stale if staging is not None else []:
-        ctx.ui.debug(f"removed the staging directory of a run that died: {path}")
+    staging = _staging(ctx, sel, base_env, latency_bound=latency_bound)
     fetchers = (
         FETCHERS_STAGED if staging is not None else FETCHERS_LATENCY_BOUND if latency_bound else 1
     )
@@ -120,36 +115,10 @@ def write_selected(
     files = len(sel.wanted)
     nbytes = sum(max(entries[i].size, 0) for i in sel.wanted)
     ui = RoundReporter(ctx.ui, files, nbytes, req.plan.workers)
-    env = no_lazy_fetch_env(ctx.git, base_env) if sel.missing else None
-    if staging is not None:
-        env = staging.reader_env(env if env is not None else base_env)
-    writer_git = dataclasses.replace(ctx.git, env=env) if env is not None else ctx.git
-    fetch_git = (
-        dataclasses.replace(ctx.git, env=staging.fetch_env(base_env))
-        if staging is not None
-        else ctx.git
-    )
-    round_ctx = ctx._replace(git=writer_git, ui=ui)
-    outcomes: list[Outcome] = []
-
-    def write_round(skip: list[bool], first: bool) -> RoundOutcome:
-        group = [i for i, s in enumerate(skip) if not s]
-        given = req.contents or {}
-        sub = dataclasses.replace(
-            req,
-            entries=[entries[i] for i in group],
-            conversion=req.conversion.take(group),
-            contents={j: given[i] for j, i in enumerate(group) if i in given} or None,
-            resume=req.resume and first,
-            overwrite=req.overwrite or (req.resume and not first),
-            positions=group if req.positions is None else [req.positions[i] for i in group],
-        )
-        out = write_tree(round_ctx, sub)
-        outcomes.append(out)
-        stats: list[bytes | None] = [None] * n
-        for j, i in enumerate(group):
-            stats[i] = out.stats[j]
-        return _Stats(stats, out.files, out.bytes)
+    writer_git, fetch_git = _gits(ctx, base_env, staging, missing=bool(sel.missing))
+    rounds = _RoundWriter(ctx._replace(git=writer_git, ui=ui), req)
+    write_round = rounds.write
+    outcomes = rounds.outcomes
 
     total = plan.missing
     if total:
@@ -183,6 +152,69 @@ def write_selected(
         if staging is not None:
             staging.close()
     return merge_outcomes(stats, outcomes), fetched
+
+
+def _staging(
+    ctx: Context, sel: Selection, base_env: dict[str, str], *, latency_bound: bool
+) -> Staging | None:
+    """A staging directory for the fetches where missing blobs go to a latency-bound
+    destination (objects live in the common dir unless the environment moves them:
+    then none)."""
+    objects = os.fsencode(ctx.repo.common_dir / "objects")
+    staging = (
+        Staging(objects) if sel.missing and latency_bound and Staging.usable(base_env) else None
+    )
+    for path in staging.removed_stale if staging is not None else []:
+        ctx.ui.debug(f"removed the staging directory of a run that died: {path}")
+    return staging
+
+
+def _gits(
+    ctx: Context, base_env: dict[str, str], staging: Staging | None, *, missing: bool
+) -> tuple[Git, Git]:
+    """The writers' git (told not to fetch lazily, reading the staging directory too)
+    and the fetches' (writing into the staging directory)."""
+    env = no_lazy_fetch_env(ctx.git, base_env) if missing else None
+    if staging is not None:
+        env = staging.reader_env(env if env is not None else base_env)
+    writer_git = dataclasses.replace(ctx.git, env=env) if env is not None else ctx.git
+    fetch_git = (
+        dataclasses.replace(ctx.git, env=staging.fetch_env(base_env))
+        if staging is not None
+        else ctx.git
+    )
+    return writer_git, fetch_git
+
+
+class _RoundWriter:
+    """Writes one round's entries of ``req`` (:class:`pcheckout.write.prefetch.Round`);
+    ``outcomes``: the rounds' so far."""
+
+    def __init__(self, round_ctx: Context, req: WriteRequest) -> None:
+        self.ctx = round_ctx
+        self.req = req
+        self.outcomes: list[Outcome] = []
+
+    def write(self, skip: list[bool], first: bool) -> RoundOutcome:
+        req = self.req
+        entries = req.entries
+        group = [i for i, s in enumerate(skip) if not s]
+        given = req.contents or {}
+        sub = dataclasses.replace(
+            req,
+            entries=[entries[i] for i in group],
+            conversion=req.conversion.take(group),
+            contents={j: given[i] for j, i in enumerate(group) if i in given} or None,
+            resume=req.resume and first,
+            overwrite=req.overwrite or (req.resume and not first),
+            positions=group if req.positions is None else [req.positions[i] for i in group],
+        )
+        out = write_tree(self.ctx, sub)
+        self.outcomes.append(out)
+        stats: list[bytes | None] = [None] * len(entries)
+        for j, i in enumerate(group):
+            stats[i] = out.stats[j]
+        return _Stats(stats, out.files, out.bytes)
 
 
 @dataclass
