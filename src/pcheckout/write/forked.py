@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from types import FrameType
-from typing import NoReturn
+from typing import NamedTuple, NoReturn
 
 from pcheckout.errors import PcheckoutError
 from pcheckout.fdio import write_all
@@ -132,62 +132,64 @@ def _threads() -> int:
         return threading.active_count()
 
 
+class Forking(NamedTuple):
+    """How the writers are forked and followed: ``processes`` children, their cat-files
+    started by ``spawn``; ``report(files, bytes)`` every ``interval`` seconds;
+    ``forked()`` runs in the parent once all exist (it may start threads)."""
+
+    processes: int
+    spawn: Spawn | None = None
+    report: Callable[[int, int], None] | None = None
+    interval: float = 0.1
+    forked: Callable[[], None] | None = None
+
+
+class _Job(NamedTuple):
+    """What every child is given: the whole run (each takes its share of it) and the
+    shared progress page."""
+
+    git: Git
+    entries: Sequence[Entry]
+    skip: Sequence[bool] | None
+    opts: EngineOptions  # one worker each
+    spawn: Spawn | None
+    progress: mmap.mmap
+
+
+class _Share(NamedTuple):
+    """One child's share: ``entries[a:b]`` of the run; ``slot`` its place in the page."""
+
+    slot: int
+    a: int
+    b: int
+
+
 def run(
     git: Git,
     entries: Sequence[Entry],
     opts: EngineOptions,
-    processes: int,
+    how: Forking,
     *,
-    spawn: Spawn | None = None,
     skip: Sequence[bool] | None = None,
-    report: Callable[[int, int], None] | None = None,
-    interval: float = 0.1,
-    forked: Callable[[], None] | None = None,
 ) -> Outcome:
-    """Write ``entries`` with ``processes`` forked children (one thread each);
-    ``forked()`` runs in the parent once all exist (it may start threads)."""
+    """Write ``entries`` with ``how.processes`` forked children (one thread each)."""
     t0 = time.monotonic()
     n = len(entries)
-    k = max(1, min(processes, n // MIN_ENTRIES_PER_PROCESS or 1))
-    bounds = [(n * j // k, n * (j + 1) // k) for j in range(k)]
+    k = max(1, min(how.processes, n // MIN_ENTRIES_PER_PROCESS or 1))
+    shares = [_Share(j, n * j // k, n * (j + 1) // k) for j in range(k)]
     progress = mmap.mmap(-1, _PROGRESS.size * k)
-    children: list[tuple[int, int]] = []  # (pid, read end of its result pipe)
     one = replace(opts, workers=1, initial_limit=1)
+    job = _Job(git, entries, skip, one, how.spawn, progress)
+    children: list[tuple[int, int]] = []  # (pid, read end of its result pipe)
     die_with_parent = death_signal_setter()
-    parent = os.getpid()
     gc.freeze()  # keep the children's garbage collector off the shared pages
     try:
-        for j, (a, b) in enumerate(bounds):
-            r, w = os.pipe()
-            mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-            try:
-                pid = os.fork()
-                if pid == 0:  # the child (signals still blocked): never returns
-                    die_with_parent()
-                    if os.getppid() != parent:  # it died before prctl took effect
-                        os._exit(1)
-                    _child(
-                        git,
-                        entries[a:b],
-                        None if skip is None else skip[a:b],
-                        one
-                        if one.conversions is None
-                        else replace(one, conversions=one.conversions[a:b]),
-                        spawn,
-                        progress,
-                        j,
-                        w,
-                        [r] + [rr for _pid, rr in children],
-                        a,
-                    )
-                children.append((pid, r))
-                os.close(w)
-            finally:
-                signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for share in shares:
+            children.append(_fork(job, share, children, die_with_parent))
         gc.unfreeze()
-        if forked is not None:
-            forked()
-        payloads = _collect(children, progress, report, interval)
+        if how.forked is not None:
+            how.forked()
+        payloads = _collect(children, progress, how.report, how.interval)
     except BaseException:
         gc.unfreeze()
         _stop(children)
@@ -197,48 +199,70 @@ def run(
             with contextlib.suppress(OSError):
                 os.close(r)
         progress.close()
+    out = _decode(shares, payloads)
+    if how.report is not None:
+        how.report(out.files, out.bytes)
+    out.seconds = time.monotonic() - t0
+    out.workers_used = k
+    out.limit_history = [(0.0, k)]
+    return out
+
+
+def _fork(
+    job: _Job,
+    share: _Share,
+    children: list[tuple[int, int]],
+    die_with_parent: Callable[[], None],
+) -> tuple[int, int]:
+    """Fork the child writing ``share`` (signals blocked across the fork); its pid and
+    the read end of its result pipe."""
+    parent = os.getpid()
+    r, w = os.pipe()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child (signals still blocked): never returns
+            die_with_parent()
+            if os.getppid() != parent:  # it died before prctl took effect
+                os._exit(1)
+            _child(job, share, w, [r] + [rr for _pid, rr in children])
+        os.close(w)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return pid, r
+
+
+def _decode(shares: list[_Share], payloads: list[bytes]) -> Outcome:
+    """The children's payloads as one outcome (stats in entry order, counts summed);
+    a child's failure raised as it was raised there."""
     stats: list[bytes | None] = []
     files = nbytes = restarts = 0
     has_stat = _STAT[0]
-    for (a, b), data in zip(bounds, payloads, strict=True):
+    for share, data in zip(shares, payloads, strict=True):
         if data[:1] == _FAILED:
             raise _unpickle_error(data[1:])
         f, nb, rs = _HEADER.unpack_from(data, 1)
         files, nbytes, restarts = files + f, nbytes + nb, restarts + rs
         pos = 1 + _HEADER.size
-        for _ in range(b - a):
+        for _ in range(share.b - share.a):
             if data[pos] == has_stat:
                 stats.append(bytes(data[pos + 1 : pos + 1 + STAT_SIZE]))
                 pos += 1 + STAT_SIZE
             else:
                 stats.append(None)
                 pos += 1
-    if report is not None:
-        report(files, nbytes)
     return Outcome(
         stats=stats,
         files=files,
         bytes=nbytes,
-        seconds=time.monotonic() - t0,
+        seconds=0.0,
         restarts=restarts,
-        workers_used=k,
-        limit_history=[(0.0, k)],
+        workers_used=len(shares),
         processes=True,
     )
 
 
-def _child(
-    git: Git,
-    entries: Sequence[Entry],
-    skip: Sequence[bool] | None,
-    opts: EngineOptions,
-    spawn: Spawn | None,
-    progress: mmap.mmap,
-    j: int,
-    w: int,
-    parents_fds: list[int],
-    base: int,
-) -> NoReturn:
+def _child(job: _Job, share: _Share, w: int, parents_fds: list[int]) -> NoReturn:
     """Write one share and send the result; entered with SIGINT and SIGTERM blocked, which
     stay blocked except while the engine runs (its interrupt handling stops its cat-file)."""
     code = 1
@@ -248,22 +272,7 @@ def _child(
                 os.close(fd)
             _interrupt_once()
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-            journal = opts.journal
-            if journal is not None:
-                journal.base = base  # this share's positions are the listing's from here
-            engine = Engine(git, entries, opts, spawn=spawn, skip=skip)
-
-            def tick(eng: Engine) -> None:
-                _PROGRESS.pack_into(progress, _PROGRESS.size * j, *eng.progress())
-                if journal is not None:
-                    journal.flush()
-
-            try:
-                out = engine.run(tick=tick, interval=0.05)
-            finally:
-                if journal is not None:
-                    journal.flush()  # what was completed, even when the share failed
-            tick(engine)
+            out = _write_share(job, share)
         finally:
             signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         parts = [_DONE, _HEADER.pack(out.files, out.bytes, out.restarts)]
@@ -277,6 +286,34 @@ def _child(
         write_all(w, payload)
     finally:
         os._exit(code)  # no parent cleanup (atexit, finally blocks) in a child
+
+
+def _write_share(job: _Job, share: _Share) -> Outcome:
+    """In a child: the engine on its share, progress in its slot of the page, the
+    journal flushed at each tick and at the end (what was completed, even on failure)."""
+    a, b = share.a, share.b
+    opts = job.opts
+    if opts.conversions is not None:
+        opts = replace(opts, conversions=opts.conversions[a:b])
+    skip = None if job.skip is None else job.skip[a:b]
+    journal = opts.journal
+    if journal is not None:
+        journal.base = a  # this share's positions are the listing's from here
+    engine = Engine(job.git, job.entries[a:b], opts, spawn=job.spawn, skip=skip)
+    at = _PROGRESS.size * share.slot
+
+    def tick(eng: Engine) -> None:
+        _PROGRESS.pack_into(job.progress, at, *eng.progress())
+        if journal is not None:
+            journal.flush()
+
+    try:
+        out = engine.run(tick=tick, interval=0.05)
+    finally:
+        if journal is not None:
+            journal.flush()  # what was completed, even when the share failed
+    tick(engine)
+    return out
 
 
 def _interrupt_once() -> None:

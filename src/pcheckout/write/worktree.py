@@ -172,16 +172,13 @@ def _by_processes(
     """The engine in forked processes (``write/forked.py``)."""
     ui = ctx.ui
     try:
-        return forked.run(
-            ctx.git,
-            req.entries,
-            opts,
+        how = forked.Forking(
             req.plan.workers,
             spawn=ctx.spawn,
-            skip=skip,
             report=ui.update,
             forked=lambda: _start_ui(ui, req, remaining),
         )
+        return forked.run(ctx.git, req.entries, opts, how, skip=skip)
     except KeyboardInterrupt:
         raise Interrupted(2, RESUME_HINT) from None
     finally:
