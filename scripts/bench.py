@@ -80,6 +80,15 @@ SWITCH_CHANGE = 0.2
 DEFAULT_BIG_BLOB_MIB = 1024
 # NFS-like attribute/entry cache of the latency filesystem (issue 4: "a few seconds").
 DEFAULT_FUSE_CACHE_SECONDS = 3.0
+#: the author and committer of loose_copy()'s commit (its id the same on every machine)
+COMMIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@example.com",
+    "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@example.com",
+    "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z",
+}
 #: --objects: how the generated repositories' objects are stored and reached
 OBJECT_SETS = ("packed", "loose", "loose-clone")
 # Targets quoted from the issues, checked in the summary.
@@ -976,20 +985,32 @@ def existing_repo(path: Path) -> tuple[Path, dict[str, Any]]:
 
 
 def loose_copy(src: Path, meta: dict[str, Any], repo_dir: Path) -> tuple[Path, dict[str, Any]]:
-    """A copy of an existing repository's HEAD (``clone --depth 1``) with every object
-    loose, cached under ``repo_dir``."""
+    """A repository whose one commit has the tree of an existing repository's HEAD, every
+    object loose, cached under ``repo_dir``.  Not a clone: a clone of a shallow repository
+    (``../shared/repos/numpy.git``) gets a pack, and a local clone of one ignores
+    ``--shared``."""
     name = f"{meta['name'].removesuffix('.git')}-head-loose"
     path = repo_dir / name
     done = path / "loose-copy.json"
+    env = {**os.environ, **ISOLATED_GIT_ENV, **COMMIT_IDENTITY}
+
+    def git(repo: Path, *args: str, data: bytes | None = None) -> bytes:
+        cmd = ["git", "-C", str(repo), *args]
+        return subprocess.run(cmd, input=data, check=True, capture_output=True, env=env).stdout
+
     if not done.exists():
         benchlib.rmtree(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, **ISOLATED_GIT_ENV}
-        cmd = ["git", "clone", "-q", "--bare", "--depth", "1", f"file://{src}", str(path)]
-        subprocess.run(cmd, check=True, env=env)
-        genrepo._unpack(path, env)
-        done.write_text(json.dumps({"from": str(src), "head": meta["v1"]}))
-    return path, {**meta, "name": name, "spec": {"existing": True, "loose": True}}
+        git(path.parent, "init", "-q", "--bare", "-b", "main", str(path))
+        tree = git(src, "rev-parse", "HEAD^{tree}").decode().strip()
+        listing = git(src, "rev-list", "--objects", tree)
+        pack = git(src, "pack-objects", "-q", "--stdout", data=listing)
+        git(path, "unpack-objects", "-q", data=pack)
+        commit = git(path, "commit-tree", "-m", f"HEAD of {src.name}", tree).decode().strip()
+        git(path, "update-ref", "refs/heads/main", commit)
+        done.write_text(json.dumps({"from": str(src), "head": meta["v1"], "commit": commit}))
+    commit = json.loads(done.read_text())["commit"]
+    return path, {**meta, "name": name, "v1": commit, "spec": {"existing": True, "loose": True}}
 
 
 def compile_bytecode(src: Path = PROJECT / "src") -> str:
