@@ -106,6 +106,9 @@ class Result:
     lfs_missing_bytes: int = 0  # their objects' bytes
     lfs_fetches: int = 0  # git lfs fetch processes run for the missing objects
     lfs_fetched_bytes: int = 0  # the bytes of the objects they fetched
+    #: a destination that ignores case: the paths that met (git clone's warning names them)
+    collided: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)  # of the entries, those not on disk
 
     def to_json(self) -> dict[str, object]:
         """The stable JSON report (docs/json.md)."""
@@ -154,6 +157,8 @@ class Result:
                 "fetches": self.lfs_fetches,
                 "fetched_bytes": self.lfs_fetched_bytes,
             },
+            "collided": self.collided,
+            "replaced": self.replaced,
             **_head_json(self.head),
         }
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-from pcheckout.apply import submodules
+from pcheckout.apply import collided, submodules
 from pcheckout.apply.exported import filters_git, substituted
 from pcheckout.apply.job import Job, Written
 from pcheckout.context import Context
@@ -60,10 +60,11 @@ def _fresh(job: Job) -> Written:
         stat_threads=plan.workers.workers if plan.fs.latency_bound else 1,
         catfiles=job.catfiles,
     )
-    # (partial.write_selected looked up when called: tests wrap it)
-    outcome, fetched = partial.write_selected(
-        ctx, request, sel, latency_bound=bool(plan.fs.latency_bound)
-    )
+    latency_bound = bool(plan.fs.latency_bound)
+    if plan.collisions is not None:  # paths that fold together, on a destination that folds
+        outcome, fetched = collided.write_rounds(ctx, request, sel, plan.collisions, latency_bound)
+    else:  # (partial.write_selected looked up when called: tests wrap it)
+        outcome, fetched = partial.write_selected(ctx, request, sel, latency_bound=latency_bound)
     if job.journal is not None:
         job.journal.close()
     lfs_plan = plan.conversion.lfs
@@ -78,6 +79,7 @@ def _fresh(job: Job) -> Written:
         skip_worktree=sel.skip_worktree,
         lock=job.lock,
     )
+    collided.say(ctx, plan)
     return Written(
         outcome.files - outcome.kept,
         outcome.bytes,

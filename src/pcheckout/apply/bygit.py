@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from pcheckout.apply import collided
 from pcheckout.apply.job import Job, Written
 from pcheckout.errors import Interrupted
 from pcheckout.git.config import config_bool
@@ -43,13 +44,15 @@ def _tree(job: Job, lock: IndexLock) -> Written:
     fresh = plan.kind in ("fresh", "resume")
     with scratch_index(lock, copy=True) as scratch:
         git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
+        workers = collided.git_workers(plan)
         done = gitwriter.write_by_git(
-            ctx._replace(git=git), plan.tree, plan.workers, plan.recurse_submodules
+            ctx._replace(git=git), plan.tree, workers, plan.recurse_submodules
         )
         # git does not say what it wrote; its index holds every file's size (-1: unknown).
         paths = None if fresh else {e.path for e in plan.entries}
         nbytes = written_bytes(scratch.path, ctx.repo.object_format, paths)
         lock.commit_from(scratch.path)
+    collided.say(ctx, plan)
     if not fresh:
         return Written(len(plan.entries), nbytes)
     return Written(done.updated if done.updated >= 0 else plan.counts.files, nbytes)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from pcheckout.apply.job import Written
 from pcheckout.decide.plan import Plan
+from pcheckout.errors import decode
 from pcheckout.options import Result
 
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ def report(plan: Plan) -> Result:
     )
     if plan.conversion is not None:
         result.add_conversion(plan.conversion)
+    if plan.collisions is not None:
+        result.collided = [decode(p) for p in plan.collisions.collided]
+        result.replaced = [decode(p) for p in plan.collisions.lost]
     return result
 
 

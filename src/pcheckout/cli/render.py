@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from pcheckout.errors import SHOW_PATHS
 from pcheckout.fs.kinds import rotational_flag
 from pcheckout.plan.tunecache import cache_path, export_key
 
@@ -358,6 +359,15 @@ def plan(console: Console, r: Result) -> None:
         how = "in one batch (git's writer)" if plan.writer == "git" else "in batches while writing"
         blobs = plural(r.fetch_blobs, "missing blob")
         console.print(f"would fetch {blobs} from the promisor remote {how}")
+    if r.collided or r.replaced:
+        shown = ", ".join(r.collided[:SHOW_PATHS]) + (
+            ", ..." if len(r.collided) > SHOW_PATHS else ""
+        )
+        console.print(
+            f"the destination ignores case: {plural(len(r.collided), 'path')} collide "
+            f"({shown}); {plural(len(r.replaced), 'entry', 'entries')} would be replaced "
+            "by another, as git's checkout leaves them"
+        )
     console.print(f"writer: {plan.writer} ({plan.writer_source}) — {plan.writer_reason}")
     count = "checkout.workers for git" if plan.writer == "git" else "workers"
     console.print(f"{count}: {plan.workers} ({plan.source}) — {plan.reason}")

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from pcheckout.context import Context, both, concurrently
+from pcheckout.decide import collisions
 from pcheckout.decide.hooks import after_checkout
 from pcheckout.decide.plan import Counts, HeadMove, Plan
 from pcheckout.decide.submodules import SubmoduleMove, fresh_moves, recursing
@@ -153,6 +154,7 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
     if planned is not None:
         planned(workers, sel)
     conversion = plan_conversion(run, entries, sel, workers)
+    collided = collisions.find(ctx, root, entries, wanted, run.opts.clone)
     counts = Counts(len(wanted), nbytes)
     if sel is not None:
         counts = counts._replace(
@@ -178,6 +180,7 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
         hooks=after_checkout(run),
         submodules=_submodules(run, entries),
         recurse_submodules=recursing(run.ctx, run.opts.clone),
+        collisions=collided,
     )
 
 

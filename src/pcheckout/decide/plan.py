@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:  # types only: nothing here runs them
+    from pcheckout.decide.collisions import Collisions
     from pcheckout.decide.submodules import SubmoduleMove
     from pcheckout.fs.detect import FsInfo
     from pcheckout.git.attributes import TreeAttributes
@@ -104,6 +105,8 @@ class Plan(NamedTuple):
     submodules: tuple[SubmoduleMove, ...] = ()
     #: submodule.recurse applies (not to git clone's own checkout): git's writer is told
     recurse_submodules: bool = False
+    #: paths that fold together on a destination that ignores case: written as git does
+    collisions: Collisions | None = None
 
     @property
     def mode(self) -> Literal["checkout", "resume", "switch", "export"]:

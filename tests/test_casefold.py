@@ -1,0 +1,172 @@
+"""Case-insensitive destinations: paths that fold together, written as git writes them.
+
+The collision model (decide/collisions.py) is checked on names; then both writers are run
+on a case-insensitive, case-preserving FUSE mount (scripts/latencyfs.py ``casefold``) next
+to git itself on the same mount: the files on disk and their spelling, the index, git's
+warning, the exit code and ``git status`` afterwards."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers import clone_no_checkout, git, make_repo, run_cli, snapshot
+from killhelp import fuse_unavailable, latencyfs_module
+
+from pcheckout.decide.collisions import Step, clashing, plan, warning
+from pcheckout.git.tree import Entry
+
+#: README/readme, a directory spelled twice (A/x meets a/x, a/y goes into A), a file that
+#: a directory replaces (F, then f/g), and a path nothing meets.
+FILES = {
+    b"README": b"upper\n",
+    b"readme": b"lower\n",
+    b"A/x": b"AX\n",
+    b"a/x": b"ax\n",
+    b"a/y": b"ay\n",
+    b"F": b"file\n",
+    b"f/g": b"fg\n",
+    b"zz": b"zz\n",
+}
+
+
+def _entries(paths: list[bytes]) -> list[Entry]:
+    return [Entry(p, 0o100644, "0" * 40, 1) for p in sorted(paths)]
+
+
+def test_model_replays_gits_sequential_checkout() -> None:
+    entries = _entries(list(FILES))
+    found = plan(entries, range(len(entries)), ignore_case=True)
+    assert found is not None
+    assert found.collided == [b"A/x", b"a/x", b"README", b"readme"]  # fspathcmp, stable
+    assert found.lost == [b"A/x", b"F", b"README"]
+    by_path = {entries[i].path: r for i, r in found.rounds.items()}
+    assert by_path == {b"a/x": 2, b"f/g": 2, b"readme": 2}
+    assert found.steps == [
+        Step(1, "mkdir", b"A"),
+        Step(2, "unlink", b"A/x"),
+        Step(2, "unlink", b"F"),
+        Step(2, "mkdir", b"f"),
+        Step(2, "unlink", b"README"),
+    ]
+    assert found.involved == 7  # zz is no one's business
+    assert warning(found.collided).splitlines()[-4:] == ["  'A/x'", "  'a/x'", "  'README'",
+                                                        "  'readme'"]  # fmt: skip
+
+
+def test_model_chains_and_directories_replaced() -> None:
+    entries = _entries([b"README", b"Readme", b"readme", b"A/sub/x", b"a"])
+    found = plan(entries, range(len(entries)), ignore_case=True)
+    assert found is not None
+    # A/sub/x is written, then the file a removes the directory A with it
+    assert found.lost == [b"A/sub/x", b"README", b"Readme"]
+    assert {entries[i].path: r for i, r in found.rounds.items()} == {
+        b"a": 2,
+        b"Readme": 2,
+        b"readme": 3,
+    }
+    assert [s for s in found.steps if s.op == "rmtree"] == [Step(2, "rmtree", b"A")]
+    # git marks a file that found a directory alone: no entry wrote the directory
+    assert found.collided == [b"a", b"README", b"Readme", b"readme"]
+
+
+def test_model_without_ignorecase_marks_by_stat_only() -> None:
+    entries = _entries([b"A/x", b"a/x", b"B", b"b"])
+    found = plan(entries, range(len(entries)), ignore_case=False)
+    assert found is not None
+    assert found.collided == [b"A/x", b"B", b"a/x", b"b"]  # strcmp order
+
+
+def test_nothing_folds_nothing_to_do() -> None:
+    paths = [b"a/b", b"a/c", b"B/x", b"c"]
+    assert clashing(paths) == set()
+    assert plan(_entries(paths), range(4), ignore_case=True) is None
+    assert clashing([b"Doc/a", b"doc/b"]) == {b"doc"}
+
+
+# -- on a case-insensitive mount, against git ----------------------------------------------
+
+lfs = latencyfs_module()
+
+
+@pytest.fixture
+def mnt(tmp_path: Path) -> Iterator[Path]:
+    """A case-insensitive, case-preserving mount (0 ms)."""
+    if lfs is None:
+        pytest.skip(f"a case-insensitive mount needs FUSE: {fuse_unavailable()}")
+    with lfs.mounted(tmp_path / "backing", tmp_path / "mnt", latency_ms=0.0, casefold=True) as m:
+        yield m
+
+
+def _index(repo: Path) -> tuple[bytes, list[bytes]]:
+    """``ls-files -s -t`` and each entry's size in the index."""
+    staged = git(repo, "ls-files", "-s", "-t")
+    debug = git(repo, "ls-files", "--debug").splitlines()
+    sizes = [line.split(b"size: ")[1].split()[0] for line in debug if b"size: " in line]
+    return staged, sizes
+
+
+def _same(ours: Path, theirs: Path) -> None:
+    assert snapshot(ours) == snapshot(theirs)  # names as spelled on disk, bytes
+    assert _index(ours) == _index(theirs)
+    status = git(theirs, "status", "--porcelain")
+    assert status == b" M A/x\n D F\n M README\n"
+    assert git(ours, "status", "--porcelain") == status
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+def test_fresh_checkout_as_git_checks_out(mnt: Path, tmp_path: Path, writer: str) -> None:
+    src = make_repo(tmp_path, FILES)
+    theirs = clone_no_checkout(src, mnt / "theirs")
+    ours = clone_no_checkout(src, mnt / "ours")
+    assert git(ours, "config", "core.ignorecase") == b"true\n"  # git's own probe
+    want = subprocess.run(["git", "-C", theirs, "checkout", "-q", "-f", "main"],
+                          capture_output=True)  # fmt: skip
+    proc = run_cli("checkout", "-C", str(ours), env={"PCHECKOUT_WRITER": writer})
+    assert want.returncode == proc.returncode == 0, proc.stderr
+    assert want.stderr == b""
+    assert "collided" not in proc.stderr  # git's checkout says nothing
+    _same(ours, theirs)
+    assert sorted(p.name for p in ours.iterdir()) == [".git", "A", "f", "readme", "zz"]
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+def test_clone_warns_as_git_clone(mnt: Path, tmp_path: Path, writer: str) -> None:
+    src = make_repo(tmp_path, FILES)
+    want = subprocess.run(["git", "clone", "-q", str(src), str(mnt / "theirs")],
+                          capture_output=True, text=True)  # fmt: skip
+    proc = run_cli("clone", "-q", str(src), str(mnt / "ours"), env={"PCHECKOUT_WRITER": writer})
+    assert want.returncode == proc.returncode == 0, proc.stderr
+    assert "warning: the following paths have collided" in want.stderr
+    assert proc.stderr == want.stderr
+    _same(mnt / "ours", mnt / "theirs")
+
+
+@pytest.mark.fuse
+def test_dry_run_reports_the_collisions(mnt: Path, tmp_path: Path) -> None:
+    src = make_repo(tmp_path, FILES)
+    ours = clone_no_checkout(src, mnt / "ours")
+    proc = run_cli("checkout", "-C", str(ours), "--dry-run", "--json")
+    assert proc.returncode == 0, proc.stderr
+    import json
+
+    got = json.loads(proc.stdout)
+    assert got["collided"] == ["A/x", "a/x", "README", "readme"]
+    assert got["replaced"] == ["A/x", "F", "README"]
+    assert sorted(p.name for p in ours.iterdir()) == [".git"]
+    text = run_cli("checkout", "-C", str(ours), "--dry-run").stdout
+    assert "collide" in text
+
+
+@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+def test_case_sensitive_destination_writes_every_path(tmp_path: Path, writer: str) -> None:
+    src = make_repo(tmp_path, FILES)
+    ours = clone_no_checkout(src, tmp_path / "ours", {"core.ignorecase": "true"})
+    proc = run_cli("checkout", "-C", str(ours), env={"PCHECKOUT_WRITER": writer})
+    assert proc.returncode == 0, proc.stderr
+    assert git(ours, "status", "--porcelain") == b""
+    assert (ours / "README").read_bytes() == b"upper\n"
