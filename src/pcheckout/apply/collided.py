@@ -80,6 +80,8 @@ def _take_steps(root: bytes, steps: Sequence[Step]) -> None:
                 shutil.rmtree(path)
             else:
                 os.unlink(path)
+        except FileNotFoundError:  # removed already (by the run a resume finishes)
+            continue
         except OSError as exc:
             raise WriteError(step.path, exc) from None
 
