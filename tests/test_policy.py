@@ -67,7 +67,7 @@ def plan(
 def test_nfs_3_and_41_get_many_workers(version: str) -> None:
     p = plan(fs("nfs", fstype="nfs4", nfs_version=version))
     assert p.workers == 16 and p.source == "policy"
-    assert "seed 001" in p.reason and f"NFS {version}" in p.reason
+    assert "git's NFS measurements" in p.reason and f"NFS {version}" in p.reason
     assert plan(fs("nfs", nfs_version=version), entries=70_000).workers == 32
 
 

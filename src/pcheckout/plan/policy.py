@@ -349,7 +349,7 @@ def _policy(fs: FsInfo | None, cpus: CpuInfo, entries: int) -> tuple[int, str]:
     cpu = cpus.cpu_bound_workers
     cpu_why = (
         f"{cpu} = physical cores" if cpus.physical else f"{cpu} = half the {cpus.logical} CPUs"
-    ) + " (seed 000: CPU-bound work peaks there)"
+    ) + " (git's own threading cap: CPU-bound work peaks there)"
     if cpus.limited_by:
         cpu_why += f"; CPUs limited by {cpus.limited_by}"
     if fs is None:
@@ -371,22 +371,22 @@ def _by_kind(
         if ver == "4.0":
             return NFS40_WORKERS, (
                 f"NFS 4.0 is latency-bound but plateaus: {NFS40_WORKERS} workers "
-                "(seed 001: no gain past 4 on 4.0)"
+                "(git's NFS measurements: no gain past 4 on 4.0)"
             )
         if ver in ("2", "3", "4.1", "4.2"):
             n = NFS_WORKERS_LARGE if entries >= NFS_LARGE_ENTRIES else NFS_WORKERS
             return n, (
                 f"NFS {ver} is latency-bound: {n} workers keep many opens in flight "
-                "(seed 001: 3 and 4.1 improve to ~16-32)"
+                "(git's NFS measurements: 3 and 4.1 improve to ~16-32)"
             )
         return NFS_UNKNOWN_WORKERS, (
-            f"NFS of unknown version: {NFS_UNKNOWN_WORKERS} workers (seed 001: most of the gain "
-            "on 3/4.1, harmless on 4.0)"
+            f"NFS of unknown version: {NFS_UNKNOWN_WORKERS} workers (git's NFS measurements: most "
+            "of the gain on 3/4.1, harmless on 4.0)"
         )
     if kind == "smb":
         return SMB_WORKERS, (
-            f"SMB is latency-bound: {SMB_WORKERS} workers (a guess; seed 002: threads beyond "
-            "CPUs pay off when open() waits on a server)"
+            f"SMB is latency-bound: {SMB_WORKERS} workers (a guess; git grep on NFS: "
+            "threads beyond CPUs pay off when open() waits on a server)"
         )
     if kind == "network" and family(fs.fstype) == "sshfs":
         return SSHFS_WORKERS, (
@@ -396,7 +396,7 @@ def _by_kind(
     if kind == "network":
         return NETWORK_WORKERS, (
             f"{fs.fstype} is a network filesystem: {NETWORK_WORKERS} workers (a guess after "
-            "seed 001/002: opens wait on servers)"
+            "git's NFS measurements: opens wait on servers)"
         )
     if kind == "fuse":
         return FUSE_WORKERS, (
