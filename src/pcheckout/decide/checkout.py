@@ -213,20 +213,13 @@ def _refuse_untracked(
 
 
 def _left_by_earlier_runs(run: Run, entries: list[Entry], where: _Where) -> list[bytes]:
-    """The files interrupted checkouts of other trees left that this tree lacks: their
-    own (as their tree has it, or cut short) go; one changed since stays, untracked."""
+    """The files interrupted checkouts of other trees left that this tree lacks
+    (``decide/leftovers.py``); one changed since stays, untracked."""
+    from pcheckout.decide.leftovers import left_behind
+
     previous = run.found.previous
     assert previous is not None
-    others = [t for t in previous.trees if t != run.target.tree]
-    if not others:
-        return []
-    from pcheckout.decide.leftovers import earlier_tables, find
-
-    tables = earlier_tables(run.ctx.git, others, {})
-    ours = {e.path for e in entries}
-    paths = {p for table in tables for p in table if p not in ours}
-    # (absent ones too: the directories made for them go once empty)
-    return sorted(find(_look(run, where), paths, tables, {}).ours)
+    return left_behind(_look(run, where), previous.trees, run.target.tree, entries)
 
 
 def _look(run: Run, where: _Where) -> Look:

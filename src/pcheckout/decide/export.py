@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pcheckout.context import Context, Reporter
-from pcheckout.decide.leftovers import earlier_tables, find
+from pcheckout.decide.leftovers import left_behind
 from pcheckout.decide.plan import Counts, Export, Plan
 from pcheckout.decide.worktree import Look, Threads
 from pcheckout.errors import DestinationError, WorktreeNotEmptyError, quote_paths
@@ -257,16 +257,12 @@ def _left_by_earlier_runs(
 ) -> list[bytes]:
     """The files interrupted exports of other trees left that this export lacks: their
     own (as their tree has them, or cut short) go; one changed since stays."""
-    others = [t for t in previous.trees if t != d.tree] if previous is not None else []
-    if not others:
+    if previous is None or all(t == d.tree for t in previous.trees):
         return []
-    tables = earlier_tables(ctx.git, others, {})
-    ours = {e.path for e in d.arch.entries}
-    paths = {p for table in tables for p in table if p not in ours}
     # git hashes and smudges the destination's files as a work tree of the repository
     env = {**(ctx.git.env or os.environ), "GIT_DIR": str(ctx.repo.git_dir)}
     env["GIT_WORK_TREE"] = str(d.dest)
     git = dataclasses.replace(ctx.git, cwd=d.dest, env=env)
     scratch = d.dest / EXPORT_MARKER  # (no index: nothing is racily clean)
     look = Look(git, os.fsencode(d.dest), scratch, ctx.repo.object_format, Threads(threads))
-    return sorted(find(look, paths, tables, {}).ours)  # (absent ones: their directories)
+    return left_behind(look, previous.trees, d.tree, d.arch.entries)

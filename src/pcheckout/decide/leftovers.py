@@ -25,7 +25,7 @@ from pcheckout.git import index as ix
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_SYMLINK, Entry, list_tree
 
-__all__ = ["Leftovers", "earlier_tables", "find", "touched"]
+__all__ = ["Leftovers", "earlier_tables", "find", "left_behind", "touched"]
 
 Table = Mapping[bytes, Entry]
 
@@ -35,7 +35,6 @@ class Leftovers(NamedTuple):
 
     ours: set[bytes]  # as one of the runs' trees has them, absent, or cut short
     present: set[bytes]  # of ``ours``, those the work tree holds (files, links or dirs)
-    theirs: set[bytes]  # changed since the runs: local changes
 
 
 def earlier_tables(git: Git, trees: Sequence[str], listed: Mapping[str, Table]) -> list[Table]:
@@ -48,6 +47,21 @@ def earlier_tables(git: Git, trees: Sequence[str], listed: Mapping[str, Table]) 
             table = {e.path: e for e in list_tree(git, tree)}
         tables.append(table)
     return tables
+
+
+def left_behind(
+    look: Look, trees: Sequence[str], tree: str, entries: Sequence[Entry]
+) -> list[bytes]:
+    """What interrupted runs of ``trees`` other than ``tree`` left that a fresh write of
+    ``entries`` lacks: their own paths (as their tree has them, or cut short; absent ones
+    too, so that the directories made for them go once empty).  One changed since stays."""
+    others = [t for t in trees if t != tree]
+    if not others:
+        return []
+    tables = earlier_tables(look.git, others, {})
+    kept = {e.path for e in entries}
+    paths = {p for table in tables for p in table if p not in kept}
+    return sorted(find(look, paths, tables, {}).ours)
 
 
 def touched(tables: Sequence[Table]) -> set[bytes]:
@@ -91,7 +105,7 @@ def find(
         else:
             unknown[path] = st
     ours |= _by_content(look, unknown, tables)
-    return Leftovers(ours, present & ours, set(paths) - ours)
+    return Leftovers(ours, present & ours)
 
 
 def _clean(e: ix.IndexEntry, st: os.stat_result, index_mtime: int, look: Look) -> bool:

@@ -131,7 +131,7 @@ def _leftovers(run: Run, look: Look, tables: _Tables) -> Leftovers:
     """What interrupted switches left (``decide/leftovers.py``): nothing without one."""
     previous = run.found.interrupted
     if previous is None:
-        return Leftovers(set(), set(), set())
+        return Leftovers(set(), set())
     target = run.target
     listed = {target.tree: tables.target}
     trees = list(previous.trees)
