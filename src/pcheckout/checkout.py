@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import shlex
-import signal
 
 from pcheckout.apply.run import apply
 from pcheckout.apply.warm import Warm
 from pcheckout.context import NullReporter, Reporter
 from pcheckout.decide.checkout import decide
-from pcheckout.errors import Interrupted
+from pcheckout.errors import finished_by
 from pcheckout.options import CheckoutOptions, ExportOptions, Result
 from pcheckout.session import IN_PROGRESS, Ahead, Run, open_checkout
 
@@ -43,12 +42,8 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         warm = Warm(run.ctx, opts.dry_run)  # the writers' cat-files, started meanwhile
         stack.callback(warm.close)
         plan = decide(run, warm)
-        try:
+        with finished_by(again(run)):
             return apply(run.ctx, plan, run.lock, warm.catfiles)
-        except Interrupted as exc:
-            raise Interrupted(exc.signum, again(run)) from None
-        except KeyboardInterrupt:
-            raise Interrupted(signal.SIGINT, again(run)) from None
 
 
 def again(run: Run) -> str:

@@ -32,9 +32,11 @@ that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
+from collections.abc import Iterator
 
 
 def decode(raw: bytes | str) -> str:
@@ -216,6 +218,18 @@ class Interrupted(PcheckoutError):
         super().__init__(f"interrupted by {name}" + (f"; {hint}" if hint else ""))
         self.signum = signum
         self.exit_code = 128 + signum
+
+
+@contextlib.contextmanager
+def finished_by(hint: str) -> Iterator[None]:
+    """An interruption inside (SIGINT, or an ``Interrupted``) is re-raised naming
+    ``hint``: what finishes the interrupted run."""
+    try:
+        yield
+    except Interrupted as exc:
+        raise Interrupted(exc.signum, hint) from None
+    except KeyboardInterrupt:
+        raise Interrupted(signal.SIGINT, hint) from None
 
 
 class GitCloneError(GitError):

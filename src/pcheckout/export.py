@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import os
 import shlex
-import signal
 
 from pcheckout.apply.run import apply
 from pcheckout.context import NullReporter, Reporter
 from pcheckout.decide.export import decide
-from pcheckout.errors import Interrupted
+from pcheckout.errors import finished_by
 from pcheckout.options import ExportOptions, Result
 
 __all__ = ["ExportOptions", "export"]
@@ -31,11 +30,8 @@ def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
     ctx, plan = decide(opts, ui or NullReporter())
     attrs = plan.export.attributes if plan.export is not None else None
     try:
-        return apply(ctx, plan)
-    except Interrupted as exc:
-        raise Interrupted(exc.signum, again(opts)) from None
-    except KeyboardInterrupt:
-        raise Interrupted(signal.SIGINT, again(opts)) from None
+        with finished_by(again(opts)):
+            return apply(ctx, plan)
     finally:
         if attrs is not None:
             attrs.close()

@@ -19,7 +19,13 @@ from pcheckout.clone.dirname import destination
 from pcheckout.clone.reporter import CloneReporter
 from pcheckout.clone.stage import ENV as STAGE_ENV
 from pcheckout.clone.stage import move_git_dir, remove_partial_clone, scratch_dir, worth_staging
-from pcheckout.errors import GitCloneError, HookError, Interrupted, UnknownRevisionError
+from pcheckout.errors import (
+    GitCloneError,
+    HookError,
+    Interrupted,
+    UnknownRevisionError,
+    finished_by,
+)
 from pcheckout.git.runner import Git
 from pcheckout.options import CheckoutOptions, Result
 
@@ -135,7 +141,8 @@ def _checkout_phase(result: CloneResult, opts: CloneOptions, dest: str, ui: Clon
     again = shlex.join(["pcheckout", "checkout", "-C", os.path.abspath(target)])
     hint = f"the clone is complete; to finish its checkout, run: {again}"
     try:
-        result.checkout = checkout(copts, ui)
+        with finished_by(hint):
+            result.checkout = checkout(copts, ui)
     except UnknownRevisionError:
         if _head_commit(target, opts.environ, ui) is not None:
             raise
@@ -145,10 +152,6 @@ def _checkout_phase(result: CloneResult, opts: CloneOptions, dest: str, ui: Clon
         raise HookError(
             str(exc).replace("the checkout is", "the clone and its checkout are"), result=result
         ) from None
-    except Interrupted as exc:
-        raise Interrupted(exc.signum, hint) from None
-    except KeyboardInterrupt:
-        raise Interrupted(signal.SIGINT, hint) from None
     if result.checkout is not None and args.recurse_submodules:
         from pcheckout.clone.submodules import SubmoduleRun, update_submodules  # see __init__
 
