@@ -117,13 +117,13 @@ def _journal(ctx: Context, plan: Plan) -> Iterator[journal.Journal | None]:
     kind = "fresh" if fresh else plan.kind if plan.kind == "export" else "switch"
     head = journal.Header(plan.commit or "", plan.tree, conversion, kind, plan.earlier)
     marker = _marker(ctx, plan)
-    ours = not marker.exists()
     previous = plan.previous if fresh else None  # (only a fresh checkout's has records)
     jr = journal.Journal.start(marker, head, previous=previous)
     try:
         yield jr
     except UNCHANGED:
-        if ours and not fresh:  # (a fresh checkout's fetches run while it writes)
+        # (not an interrupted run's journal; a fresh checkout's fetches run while it writes)
+        if plan.previous is None and not fresh:
             journal.remove(marker)
         raise
     finally:

@@ -87,7 +87,8 @@ class Plan(NamedTuple):
     kept: KeptEntries | None = None  # a switch's kept index entries (None: the entries alone)
     head: HeadMove | None = None  # None: HEAD does not move (an export)
     warnings: Sequence[str] = ()  # git's own warnings (sparse patterns), said as git says them
-    previous: journal.Previous | None = None  # what an interrupted run left (a resume)
+    #: the journal of the interrupted run this one finishes (a resume, a switch, an export)
+    previous: journal.Previous | None = None
     #: the trees interrupted runs before this one were writing or leaving (the journal
     #: names them, so that a run interrupted again still knows whose files it finds)
     earlier: tuple[str, ...] = ()

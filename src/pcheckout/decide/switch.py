@@ -246,6 +246,7 @@ def _plan(
         ),
         head=HeadMove(opts.rev, run.target),
         earlier=_earlier(run),
+        previous=run.found.interrupted,
         warnings=_warnings(facts.sparsity, split.left),
         commit=run.target.commit,
         tree_entries=facts.entries,
