@@ -44,7 +44,7 @@ from pcheckout.git.submodules import (
 )
 from pcheckout.git.tree import MODE_GITLINK, Entry
 
-__all__ = ["SubmoduleMove", "fresh_moves", "recursing", "switch_moves"]
+__all__ = ["SubmoduleMove", "Switching", "fresh_moves", "recursing", "switch_moves"]
 
 #: git >= 2.40 takes ``--super-prefix`` no longer before the command (read-tree has its
 #: own, undocumented): the prefix only names paths in git's messages, so it is left out.
@@ -128,23 +128,27 @@ def at_top(ctx: Context, root: Path) -> Context:
     return ctx._replace(git=dataclasses.replace(ctx.git, cwd=root))
 
 
-def switch_moves(
-    ctx: Context,
-    root: Path,
-    index: Mapping[bytes, IndexEntry],
-    target: Mapping[bytes, Entry],
-    change: tuple[Sequence[bytes], Sequence[bytes]],
-    force: bool,
-    tree: str,
-    recurse: bool = True,
-) -> tuple[SubmoduleMove, ...]:
-    """The submodules a switch to ``tree`` moves; ``change`` is what it writes and
-    removes in the work tree.  Refuses (:class:`GitRefusedError`) as git does, unless
-    ``force``.  Without ``recurse`` (no submodule.recurse) only the submodules a file or
-    symlink replaces: their directories go, as git's checkout removes them
-    (entry.c ``checkout_entry``: ``remove_subtree``), with or without submodule.recurse."""
+class Switching(NamedTuple):
+    """What a switch does, as its submodules' decision needs it."""
+
+    root: Path  # the work tree's top
+    in_index: Mapping[bytes, IndexEntry]  # the index's entries by path
+    target: Mapping[bytes, Entry]  # the target tree's entries by path
+    write: Sequence[bytes]  # the paths the switch writes in the work tree
+    remove: Sequence[bytes]  # and those it removes
+    force: bool
+    tree: str  # the target tree
+    recurse: bool = True  # submodule.recurse
+
+
+def switch_moves(ctx: Context, switching: Switching) -> tuple[SubmoduleMove, ...]:
+    """The submodules a switch to ``switching.tree`` moves (``write`` and ``remove`` are
+    what it changes in the work tree).  Refuses (:class:`GitRefusedError`) as git does,
+    unless ``force``.  Without ``recurse`` (no submodule.recurse) only the submodules a file
+    or symlink replaces: their directories go, as git's checkout removes them (entry.c
+    ``checkout_entry``: ``remove_subtree``), with or without submodule.recurse."""
+    root, index, target, write, remove, force, tree, recurse = switching
     ctx = at_top(ctx, root)
-    write, remove = change
     replaced = [
         p
         for p in write

@@ -31,7 +31,7 @@ from pcheckout.decide.merge import (
     two_way_merge,
 )
 from pcheckout.decide.plan import Counts, HeadMove, Plan
-from pcheckout.decide.submodules import SubmoduleMove, recursing, switch_moves
+from pcheckout.decide.submodules import SubmoduleMove, Switching, recursing, switch_moves
 from pcheckout.decide.workers import asked
 from pcheckout.decide.worktree import (
     Look,
@@ -115,11 +115,18 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     split = split._replace(remove=sorted({*split.remove, *strays}))
     tracked = tables.in_index.keys() | left.ours
     refuse_untracked_in_the_way(look, split.write, split.remove, tracked, tables.target)
-    change = (split.write, split.remove)
     recurse = recursing(ctx, opts.clone)
-    subs = switch_moves(
-        ctx, run.root, tables.in_index, tables.target, change, opts.force, run.target.tree, recurse
+    switching = Switching(
+        run.root,
+        tables.in_index,
+        tables.target,
+        split.write,
+        split.remove,
+        opts.force,
+        run.target.tree,
+        recurse,
     )
+    subs = switch_moves(ctx, switching)
     absent = frozenset(left.ours - left.present)
     facts = _Facts(
         fs, entries, index.version, cone, sparsity, threads.min_share, subs, absent, index.split
