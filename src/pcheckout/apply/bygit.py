@@ -1,5 +1,5 @@
-"""Plans written by git's own checkout: the one module that runs git's writer
-(``write/gitwriter.py``, which builds its command lines).
+"""Plans written by git's own checkout, carried out through ``write/gitwriter.py`` (the one
+module that runs git to write a work tree):
 
 * a fresh checkout, a resume and a switch with ``--force``: ``read-tree -u --reset TREE``
   writes the tree and a scratch index (a copy of the index), renamed over the index

@@ -3,6 +3,8 @@ checkout runs in each (submodule.c ``submodule_move_head``), for pcheckout's eng
 (git's writer moves them itself: ``git checkout`` and ``read-tree`` read
 ``submodule.recurse`` too).
 
+The read-trees (git's writer) are run by ``write/gitwriter.py``'s ``submodule_tree``.
+
 * removed (before the switch's deletes): ``read-tree --recurse-submodules -u --reset``
   of the empty tree, then its ``.git`` file, its directory if empty, and
   ``core.worktree`` in its git dir (kept, as git keeps it);
@@ -56,6 +58,8 @@ def _one(ctx: Context, m: SubmoduleMove) -> list[str]:
         except OSError as exc:
             return [f"cannot remove submodule directory '{os.fsdecode(m.path)}': {exc.strerror}"]
         return []
+    from pcheckout.write import gitwriter  # git's writer: only a submodule's move runs it
+
     sub = submodule_git(ctx.git, ctx.environ, m.path)
     shown = os.fsdecode(m.path)
     if m.populated:
@@ -68,16 +72,15 @@ def _one(ctx: Context, m: SubmoduleMove) -> list[str]:
         _connect(ctx.git, root, m)
     else:
         _connect(ctx.git, root, m)
-        reset = [*super_prefix(sub, m.path), "read-tree", "-u", "--reset", empty_tree(ctx)]
-        proc = sub.run(*reset, ok_codes=(0, 1, 128))
+        prefix = super_prefix(sub, m.path)
+        proc = gitwriter.submodule_tree(sub, prefix, [empty_tree(ctx)], recurse=False)
         if proc.returncode:
             return [*_said(proc.stderr), "could not reset submodule index"]
-    args = [*super_prefix(sub, m.path), "read-tree", "--recurse-submodules", "-u"]
     if m.populated or not m.existed or m.new is None:
-        args += ["--reset", m.new or empty_tree(ctx)]
+        trees = [m.new or empty_tree(ctx)]
     else:
-        args += ["-m", empty_tree(ctx), m.new]
-    proc = sub.run(*args, ok_codes=(0, 1, 128))
+        trees = [empty_tree(ctx), m.new]
+    proc = gitwriter.submodule_tree(sub, super_prefix(sub, m.path), trees, recurse=True)
     if proc.returncode:
         return [*_said(proc.stderr), f"Submodule '{shown}' could not be updated."]
     if m.new is not None:

@@ -8,7 +8,10 @@ line as ``checkout.workers`` and ``checkout.thresholdForParallelism`` (git >= 2.
 git writes sequentially), while pcheckout keeps detection, the plan, the safety checks before
 git runs, progress and the report.
 
-Which git command, per operation:
+This is the one module that runs git to write a work tree (``apply/bygit.py`` carries out
+plans by it; ``apply/submodules.py`` moves the engine's submodules by it; a clone's
+submodules are cloned without a checkout and checked out by ``checkout()``).  Which git
+command, per operation:
 
 * fresh checkout (and resume): ``git read-tree -u --reset TREE`` writes every file of the tree
   that pcheckout resolved and checked, and the index with stat data (unpack-trees' oneway
@@ -21,6 +24,9 @@ Which git command, per operation:
   never does), then ``read-tree -u --reset TREE`` discards local changes to tracked files.
 * export: ``read-tree -u --reset TREE`` into DEST with a temporary index, the sparse-checkout
   patterns off (an export is the whole tree).
+* a submodule the engine's switch moves, populates or removes (``submodule.recurse``):
+  ``read-tree [--recurse-submodules] -u`` in it, as git's checkout runs it there
+  (:func:`submodule_tree`; no progress, no hooks: read-tree runs none).
 
 git takes ``index.lock`` itself: the caller must not hold it while git runs.  Hooks are off
 (``core.hooksPath`` is ``/dev/null``): pcheckout's engine runs none, and the result must not
@@ -187,6 +193,18 @@ def export_tree(
         # git does not say what it wrote; the index it wrote holds the sizes (-1: unknown).
         nbytes = written_bytes(env["GIT_INDEX_FILE"], ctx.repo.object_format)
         return done._replace(bytes=nbytes)
+
+
+def submodule_tree(
+    sub: Git, prefix: Sequence[str], trees: Sequence[str], *, recurse: bool
+) -> subprocess.CompletedProcess[bytes]:
+    """git's writer in a submodule, as submodule.c ``submodule_move_head`` runs it:
+    ``read-tree [--recurse-submodules] -u --reset TREE``, or ``-m FROM TO`` given two
+    trees, after ``prefix`` (its ``--super-prefix``).  git's refusal (exit 1 or 128) is
+    returned, not raised: the caller says git's lines and goes on, as git's checkout does."""
+    args = [*prefix, "read-tree", *(["--recurse-submodules"] if recurse else []), "-u"]
+    args += ["--reset", *trees] if len(trees) == 1 else ["-m", *trees]
+    return sub.run(*args, ok_codes=(0, 1, 128))
 
 
 def _run(
