@@ -228,6 +228,7 @@ def test_a_real_change_of_the_curve_is_followed() -> None:
     drive(c, cpu_bound(2), 60, noise=0.1)
     settle(c, cpu_bound(2), 0.1)
     assert c.limit == 2
+    assert not c.saturated, c.summary()  # 4 workers fell: the CPUs, not a server
     drive(c, latency_bound(32, per_worker=200.0), 200, noise=0.1)
     settle(c, latency_bound(32, per_worker=200.0), 0.1)
     assert c.limit >= 32
@@ -313,6 +314,23 @@ def test_a_server_that_has_room_again_gets_workers_again() -> None:
     drive(c, free, 300, noise=0.1)
     settle(c, free, 0.1)
     assert not c.saturated and c.limit >= 32, c.changes
+
+
+def test_a_server_that_gets_busier_stays_saturated() -> None:
+    """Other clients take more of a saturated server: the rate at the settled count falls by
+    itself (a drift down).  The controller measures afresh but the server has less room, not
+    more: it adds no workers (in a farm, forgetting the saturation on a fall sent clients back
+    up to probe a server the others had just filled)."""
+    busy = latency_bound(16)
+    busier = latency_bound(16, per_worker=40.0)  # the same knee, 40 % of the share
+    for seed in SEEDS:
+        c = Controller(16)
+        rng = random.Random(seed)
+        drive(c, busy, 40, noise=0.1, rng=rng)
+        settle(c, busy, 0.1, rng)
+        assert c.saturated, c.changes
+        used = drive(c, busier, 1000, noise=0.1, rng=rng)
+        assert c.saturated and max(used) <= 16, c.changes
 
 
 def test_a_probe_that_pays_is_not_saturation() -> None:

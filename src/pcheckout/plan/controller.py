@@ -25,10 +25,14 @@ The algorithm (the full write-up with provenance is ``docs/tuning.md``):
   the curve is flat there, and a flat curve costs nothing to sit on.
 * **A saturated server.**  Per-file latency is ``limit / rate`` (Little's law: the workers in
   flight over the files completed per second).  A probe up whose throughput stays flat (not
-  kept) while per-file latency rose by :data:`SATURATION_LATENCY_RISE` or more found a
-  server that only queues the extra requests: the controller marks it saturated and adds no
-  workers again (no probe up, also not in the periodic re-checks) until the settled rate
-  changes by itself (:data:`DRIFT`: the server's load changed); probes down continue.
+  kept, and not clearly falling: :data:`SATURATION_FLAT`) while per-file latency rose by
+  :data:`SATURATION_LATENCY_RISE` or more found a server that only queues the extra requests:
+  the controller marks it saturated and adds no workers again (no probe up, also not in the
+  periodic re-checks) until the settled rate rises by itself (:data:`DRIFT`: the server's other
+  load went away); probes down continue.  A fall of the settled rate (other clients took more
+  of the server) re-opens probing but keeps the mark.  One client on a server shared with
+  others cannot see the server's total: a probe up that takes a larger share of it pays for
+  that client and is kept; the per-mount ceiling is what bounds a farm.
 * **Composition changes and wrong decisions.**  After settling it watches the rate at the
   settled count.  A sustained jump (:data:`DRIFT` for :data:`DRIFT_SAMPLES` samples in a row,
   far outside the noise) starts a fresh probing episode measured from the new regime; otherwise
@@ -109,6 +113,11 @@ SETTLED_EWMA_ALPHA: float = 0.2
 #: latency ratio of a probe that gained 25% (2 / 1.25): anything gaining less than that
 #: and already rejected by NOISE_MARGIN is mostly queueing.
 SATURATION_LATENCY_RISE: float = 1.6
+#: ... and whose rate stayed flat: at least this share of the current rate.  A clear fall
+#: (beyond EARLY_DECISION) is the client's CPUs contending (a CPU-bound checkout at 2 workers
+#: probing 4), not a server that queues; marking that saturated would hold the count down
+#: after the workload turns latency-bound, since only a rise of the rate clears the mark.
+SATURATION_FLAT: float = 1.0 / (1.0 + EARLY_DECISION)
 
 
 class Phase(Enum):
@@ -262,7 +271,7 @@ class Controller:
             self._home = candidate
         elif candidate > self._home:
             latency = (candidate / self._home) / ratio  # Little's law: workers / rate
-            if latency >= SATURATION_LATENCY_RISE:
+            if latency >= SATURATION_LATENCY_RISE and ratio >= SATURATION_FLAT:
                 self._saturated = (self._home, latency, ratio)
         self._next_move()
 
@@ -316,7 +325,10 @@ class Controller:
             return
         if self._drift_streak >= DRIFT_SAMPLES:
             # The workload changed: measure afresh from the new regime's samples.
-            self._saturated = None  # the server's load changed: learn it again
+            if self._drift_sign > 0:
+                # The server serves more than it did: its other load went away, learn it
+                # again.  A fall (other clients took more of it) leaves it saturated.
+                self._saturated = None
             self._readapted += 1
             self._reopen(list(self._streak_rates), NOISE_MARGIN)
         elif sign == 0:
