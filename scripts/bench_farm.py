@@ -24,6 +24,10 @@ rounds:
 * **server busy**: the time the slots were really held (latency, the operation, the reply)
   over slots x batch: how much of the batch the server worked;
 * **requests per file**, everything the server saw (start-up included) / (N x entries);
+* **client CPU per file**: the CPU seconds (user + system) each client and the children it
+  waited for (pcheckout's cat-files, git's checkout workers) used, from ``wait4``, summed over
+  the clients, over N x entries; **clients' CPU share**: that sum over (CPUs x batch), the
+  share of the machine the clients alone kept busy (near 1: the batch is CPU-bound here);
 * **machine CPU**: the share of the machine's CPU time (all CPUs, /proc/stat; niced time
   counts as idle) that was busy during the batch: the clients, the server's daemons and the
   kernel share these CPUs here, so near 100 % the batch waits for CPUs, not for the server;
@@ -47,6 +51,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -105,19 +110,27 @@ class Client(NamedTuple):
     end: float
     returncode: int
     report: dict[str, Any] | None  # pcheckout's --json (None for git)
+    cpu_s: float  # user + system of the client and the children it waited for
 
 
 def _client(argv: list[str], env: dict[str, str], go: threading.Barrier, out: list[Client]) -> None:
     go.wait()
     t0 = time.perf_counter()
-    done = subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, capture_output=True)
-    t1 = time.perf_counter()
+    with tempfile.TemporaryFile() as out_f, tempfile.TemporaryFile() as err_f:
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out_f, stderr=err_f)
+        # reaped here, not by Popen: wait4 gives its CPU and its children's
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        t1 = time.perf_counter()
+        code = proc.returncode = os.waitstatus_to_exitcode(status)
+        out_f.seek(0)
+        err_f.seek(0)
+        stdout, stderr = out_f.read(), err_f.read()
     report = None
-    if "--json" in argv and not done.returncode:
-        report = json.loads(done.stdout)
-    out.append(Client(t0, t1, done.returncode, report))
-    if done.returncode:
-        sys.stderr.write(done.stderr.decode(errors="replace")[-400:])
+    if "--json" in argv and not code:
+        report = json.loads(stdout)
+    out.append(Client(t0, t1, code, report, usage.ru_utime + usage.ru_stime))
+    if code:
+        sys.stderr.write(stderr.decode(errors="replace")[-400:])
 
 
 def _plans(clients: list[Client]) -> list[dict[str, Any]]:
@@ -201,6 +214,8 @@ def one_batch(farm: Farm, row: Row, clients: int, check: bool) -> dict[str, Any]
         # what the slots were really held for (latency, operation, reply), per slot
         "busy_s": counted.get("slot_busy_ns", 0) / 1e9 / farm.slots,
         "cpu_busy": cpu_busy,
+        "client_cpu_s": sum(c.cpu_s for c in done),
+        "cpus": os.cpu_count() or 1,
         "problem": problem,
     }
 
@@ -235,6 +250,12 @@ def summary(runs: list[dict[str, Any]], entries: int, clients: int) -> dict[str,
         "slowest_vs_median": _median([r["client_s"][-1] / _median(r["client_s"]) for r in ok]),
         "client_median_s": _median([_median(r["client_s"]) for r in ok]),
         "requests_per_file": _median([r["requests_total"] / (entries * clients) for r in ok]),
+        "client_cpu_us_per_file": _median(
+            [1e6 * r["client_cpu_s"] / (entries * clients) for r in ok if "client_cpu_s" in r]
+        ),
+        "clients_cpu_share": _median(
+            [r["client_cpu_s"] / (r["cpus"] * r["batch_s"]) for r in ok if "client_cpu_s" in r]
+        ),
         "slot_waits_per_request": _median(
             [r["requests"].get("slot_waits", 0) / r["requests_total"] for r in ok]
         ),
@@ -274,8 +295,9 @@ def markdown(table: dict[str, Any]) -> str:
         f"{table['rounds']} rounds*",
         "",
         "| row | batch s | server floor s | batch ÷ floor | server busy | slowest ÷ median "
-        "client | median client s | requests/file | waited for a slot | machine CPU |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "client | median client s | requests/file | waited for a slot | client CPU per file | "
+        "clients' CPU share | machine CPU |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, s in table["summary"].items():
         lines.append(
@@ -283,6 +305,7 @@ def markdown(table: dict[str, Any]) -> str:
             f"{100 * s['busy_vs_batch']:.0f} % | {s['slowest_vs_median']:.3f} | "
             f"{s['client_median_s']:.2f} | "
             f"{s['requests_per_file']:.2f} | {100 * s['slot_waits_per_request']:.0f} % | "
+            f"{s['client_cpu_us_per_file']:.0f} µs | {100 * s['clients_cpu_share']:.0f} % | "
             f"{100 * s['cpu_busy']:.0f} % |"
         )
     for name, s in table["summary"].items():
