@@ -16,6 +16,7 @@ from attrlib import CONTENTS, git_checkout_clone, init_raw
 from helpers import git
 
 from pcheckout.context import Context, NullReporter
+from pcheckout.git import attributes
 from pcheckout.git import convert as C
 from pcheckout.git.config import read_config
 from pcheckout.git.runner import Git, Repo, discover
@@ -171,6 +172,27 @@ def test_no_sources_runs_no_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(Git, "run", boom)
     plan = C.plan_conversion(_ctx(g, repo, cfg), tree, entries)
     assert plan.sources == [] and not plan.any
+
+
+@pytest.mark.parametrize("where", [0, 1, 2, 4, 5, None])
+def test_a_gitattributes_is_found_in_any_piece_of_the_paths(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: int | None
+) -> None:
+    # The paths are joined and searched a few at a time (attributes.JOIN_CHUNK): a
+    # .gitattributes is a source wherever it is, on a piece's edge too, and only a file
+    # of that name is one (not a name that ends in it, nor a directory's path).
+    names = [b"a/x", b"a/y.gitattributes", b"b/.gitattributes/z", b"c", b"d/e", b"f"]
+    if where is not None:
+        names[where] = (b"sub/" if where % 2 else b"") + b".gitattributes"
+    files = {n: b"x\n" for n in names}
+    src = init_raw(tmp_path / "src", files)
+    g = Git(src)
+    tree = git(src, "rev-parse", "HEAD^{tree}").decode().strip()
+    entries = list_tree(g, tree)
+    cfg = read_config(g)
+    monkeypatch.setattr(attributes, "JOIN_CHUNK", 2)
+    sources = attributes.conversion_sources(entries, cfg, discover(g).common_dir, {})
+    assert ("the tree has .gitattributes" in sources) == (where is not None)
 
 
 def test_info_attributes_and_drivers(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, 
 from pcheckout import checkout as checkout_mod
 from pcheckout import session
 from pcheckout.fs import detect as detect_mod
+from pcheckout.git import tree as tree_mod
 from pcheckout.git.runner import MIN_GIT, Git
 from pcheckout.git.tree import list_rooted, list_tree
 from pcheckout.options import CheckoutOptions
@@ -61,6 +62,39 @@ def test_the_rooted_listing_rebuilds_the_tree_id_git_has(
     git(repo, "rm", "-q", "--cached", "a.b")
     git(repo, "commit", "-q", "-m", "two")
     assert list_rooted(g, "HEAD").tree_id(object_format) != tree
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 20])
+@pytest.mark.parametrize("checked_first", [True, False])
+@pytest.mark.parametrize("gitlink", [True, False])
+def test_the_rooted_listing_split_in_pieces_is_git_s_listing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int, checked_first: bool, gitlink: bool
+) -> None:
+    # The records are split a piece at a time (tree.RECORD_CHUNK bytes): whatever the
+    # piece size, and whether the paths were split before the entries or not, every view
+    # is git's: ls-tree's entries, its paths, modes and tree id, also after the parse.
+    repo = _odd_repo(tmp_path, "sha1")
+    if not gitlink:  # every record then has one width ("MODE blob|tree ID\t")
+        git(repo, "rm", "-q", "--cached", "sub")
+        git(repo, "commit", "-q", "-m", "no gitlink")
+    monkeypatch.setattr(tree_mod, "RECORD_CHUNK", chunk)
+    g = Git(repo, version=(*MIN_GIT, 0))
+    tree = git(repo, "rev-parse", "HEAD^{tree}").decode().strip()
+    out = git(repo, "ls-tree", "-r", "-t", "-z", "--full-tree", tree).split(b"\0")[:-1]
+    paths = [r.partition(b"\t")[2] for r in out]
+    modes = [int(r[:6], 8) for r in out]
+    listing = list_rooted(g, "HEAD")
+    assert len(listing) == len(list_tree(g, tree))
+    if checked_first:
+        assert listing.tree_id("sha1") == tree
+        assert listing.paths() == paths
+        assert [listing.mode_at(i) for i in range(len(out))] == modes
+    assert listing.entries == list_tree(g, tree)
+    assert listing.paths() == paths
+    assert [listing.mode_at(i) for i in range(len(out))] == modes
+    assert listing.tree_id("sha1") == tree
+    assert len(listing) == len(listing.entries)
+    assert listing.has_file(b"z") and not listing.has_file(b"c")
 
 
 def _two_commits(tmp_path: Path) -> Path:

@@ -42,6 +42,9 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         warm = Warm(run.ctx, opts.dry_run)  # the writers' cat-files, started meanwhile
         stack.callback(warm.close)
         plan = decide(run, warm)
+        # The listing beside round 1 is the plan's now, parsed or not: git's output it
+        # holds (36 MiB at 250,000 entries) is not kept for the writers' whole run.
+        run = run._replace(found=run.found._replace(listed=None))
         with finished_by(again(run)):
             return apply(run.ctx, plan, run.lock, warm.catfiles)
 

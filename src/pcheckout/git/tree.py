@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+from array import array
 from collections.abc import Callable, Iterator, Sequence
 from itertools import compress, repeat
 from operator import not_
@@ -57,36 +58,57 @@ class RootedListing(Sequence[Entry]):
     sequence of the tree's non-tree entries parsed on first use (at 40k entries the parse
     is ~60 ms of Python that a checkout by git's writer never needs: it counts the entries,
     checks their names, :func:`pcheckout.git.pathsafety.listing_looks_safe`, and looks for
-    a ``.gitattributes``, all on the records as git printed them)."""
+    a ``.gitattributes``, all on the records as git printed them).
 
-    __slots__ = ("_entries", "_paths", "raw", "records")
+    Only git's output is held whole: records are split from it a piece at a time
+    (:data:`RECORD_CHUNK` bytes), and the entries hold the very path objects
+    :meth:`paths` made (at 250,000 entries the records held whole were 44 MiB, and the
+    entries' own copies of the paths 33 MiB more)."""
+
+    __slots__ = ("_entries", "_paths", "_starts", "raw")
 
     def __init__(self, raw: bytes) -> None:
         if not raw.startswith(b"\0"):
             raise ValueError("the output is held after a NUL")
-        self.raw = raw  # a NUL, then git's output: every record is then between two NULs
-        records = raw.split(b"\0")
-        if records.pop() != b"":
+        if not raw.endswith(b"\0"):
             raise GitError(f"unexpected ls-tree output: {raw[-80:]!r}")
-        self.records = records[1:]  # "MODE TYPE ID\tPATH", subtrees' too
+        self.raw = raw  # a NUL, then git's output: every record is then between two NULs
         self._paths: list[bytes] | None = None
         self._entries: list[Entry] | None = None
+        self._starts: array[int] | None = None  # where each record starts (mode_at)
+
+    def record_chunks(self) -> Iterator[list[bytes]]:
+        """The records ("MODE TYPE ID\tPATH", subtrees' too), in order, a list of those in
+        about :data:`RECORD_CHUNK` bytes of the output at a time."""
+        raw = self.raw
+        start, last = 1, len(raw) - 1  # (raw[0] and raw[last] are NULs)
+        while start <= last:
+            end = raw.find(b"\0", min(start + RECORD_CHUNK, last))
+            yield raw[start:end].split(b"\0")
+            start = end + 1
 
     @property
     def entries(self) -> list[Entry]:
         """Every non-tree entry, in git's order."""
         if self._entries is None:
-            self._entries = []
-            _parse(self.records, False, {}, self._entries, [])
+            entries: list[Entry] = []
+            paths, at = self._paths, 0
+            modes: dict[bytes, int] = {}
+            for records in self.record_chunks():
+                known = None if paths is None else paths[at : at + len(records)]
+                _parse(records, False, modes, entries, [], known)
+                at += len(records)
+            self._entries = entries
+            self._paths = None  # (the entries hold the non-tree ones)
         return self._entries
 
     def __len__(self) -> int:
         if self._entries is not None:
             return len(self._entries)
         # A subtree's record starts "040000 tree " (ls-tree's "%06o %s %s\t"), after a
-        # NUL, and no path holds one.
+        # NUL, and no path holds one; every record ends in a NUL, the first follows one.
         trees = self.raw.count(_TREE_RECORD)
-        return len(self.records) - trees
+        return self.raw.count(b"\0") - 1 - trees
 
     @overload
     def __getitem__(self, index: int) -> Entry: ...
@@ -99,21 +121,33 @@ class RootedListing(Sequence[Entry]):
         return iter(self.entries)
 
     def paths(self) -> list[bytes]:
-        """Every record's path, subtrees' included, in the records' order."""
-        if self._paths is None:
-            records = self.records
-            if not records:
-                self._paths = []
-            elif b" commit " in self.raw:  # a gitlink's record is two bytes longer
-                self._paths = [r.partition(b"\t")[2] for r in records]
-            else:  # "MODE blob|tree ID\t": one width for every record
-                width = records[0].index(b"\t") + 1
-                self._paths = [r[width:] for r in records]
-        return self._paths
+        """Every record's path, subtrees' included, in the records' order (held until
+        the entries are parsed, which then hold them)."""
+        if self._paths is not None:
+            return self._paths
+        paths: list[bytes] = []
+        gitlinks = b" commit " in self.raw  # a gitlink's record is two bytes longer
+        width = self.raw.find(b"\t") if not gitlinks else -1  # "MODE blob|tree ID\t"
+        for records in self.record_chunks():
+            if gitlinks:
+                paths += [r.partition(b"\t")[2] for r in records]
+            else:  # one width for every record
+                paths += [r[width:] for r in records]
+        if self._entries is None:
+            self._paths = paths
+        return paths
 
     def mode_at(self, index: int) -> int:
         """The mode of record ``index`` (:meth:`paths`' order)."""
-        return int(self.records[index][:6], 8)
+        if self._starts is None:
+            starts, at = array("q"), 1
+            for records in self.record_chunks():
+                for record in records:
+                    starts.append(at)
+                    at += len(record) + 1
+            self._starts = starts
+        at = self._starts[index]
+        return int(self.raw[at : at + 6], 8)
 
     def has_file(self, name: bytes) -> bool:
         """Whether a non-tree entry is named ``name`` (in any directory)."""
@@ -131,12 +165,15 @@ class RootedListing(Sequence[Entry]):
         """The root tree object's body, rebuilt from the top-level records (git's tree
         entry: octal mode without leading zeros, space, name, NUL, the binary object id)."""
         out = []
-        paths = self.paths()
-        nested = map(bytes.__contains__, paths, repeat(b"/"))  # in C: 40k paths in ~2 ms
-        for record, path in compress(zip(self.records, paths, strict=True), map(not_, nested)):
-            meta = record[: len(record) - len(path) - 1].split(b" ")
-            oid = bytes.fromhex(meta[2].decode("ascii"))
-            out.append(b"%o %s\0%s" % (int(meta[0], 8), path, oid))
+        every, at = self.paths(), 0
+        for records in self.record_chunks():
+            paths = every[at : at + len(records)]
+            at += len(records)
+            nested = map(bytes.__contains__, paths, repeat(b"/"))  # in C: 40k paths in ~2 ms
+            for record, path in compress(zip(records, paths, strict=True), map(not_, nested)):
+                meta = record[: len(record) - len(path) - 1].split(b" ")
+                oid = bytes.fromhex(meta[2].decode("ascii"))
+                out.append(b"%o %s\0%s" % (int(meta[0], 8), path, oid))
         return b"".join(out)
 
     def tree_id(self, hash_name: str) -> str:
@@ -192,6 +229,9 @@ def _read(git: Git, args: list[str], take: Callable[[bytes], None]) -> None:
         raise GitError(f"'{' '.join(args)}' failed", cmd=git.argv(args), stderr=err)
 
 
+#: Bytes of a :class:`RootedListing`'s output split into records at a time.
+RECORD_CHUNK = 1 << 20
+
 #: Bytes read from ls-tree at a time: a pipe's capacity (git fills the next as Python parses).
 _CHUNK = 1 << 16
 
@@ -202,16 +242,21 @@ def _parse(
     modes: dict[bytes, int],
     out: list[Entry],
     top: list[bytes] | None = None,
+    paths: list[bytes] | None = None,
 ) -> None:
     """ls-tree's records as entries.  With ``top`` (``ls-tree -r -t``): subtrees are not
     entries, and the top-level lines go to ``top`` as the root tree object holds them
     (git's tree entry: octal mode without leading zeros, space, name, NUL, the binary
-    object id)."""
+    object id).  ``paths``: each record's path, split from it already (the entries then
+    hold these objects, not copies)."""
     append = out.append
+    known = iter(paths) if paths is not None else None
     for record in records:
         meta, sep, path = record.partition(b"\t")
         if not sep:
             raise GitError(f"unexpected ls-tree output: {record[:80]!r}")
+        if known is not None:
+            path = next(known)
         fields = meta.split()
         mode = modes.get(fields[0])
         if mode is None:
