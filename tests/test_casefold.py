@@ -86,6 +86,35 @@ def test_nothing_folds_nothing_to_do() -> None:
     assert clashing([b"Doc/a", b"doc/b"]) == {b"doc"}
 
 
+def _clashing_by_definition(paths: list[bytes]) -> set[bytes]:
+    names = set(paths)
+    for p in paths:
+        parts = p.split(b"/")
+        names.update(b"/".join(parts[:k]) for k in range(1, len(parts)))
+    spellings: dict[bytes, set[bytes]] = {}
+    for n in names:
+        spellings.setdefault(n.lower(), set()).add(n)
+    return {k for k, v in spellings.items() if len(v) > 1}
+
+
+@pytest.mark.parametrize(
+    "paths",
+    [
+        [b"a/b", b"c"],
+        [b"a/B", b"a/c", b"x.S", b"y.s"],  # capitals that fold onto nothing
+        [b"x.S", b"x.s"],  # a capitalised file onto a plain one
+        [b"X.s", b"x.S"],  # two capitalised spellings
+        [b"Doc/a", b"doc/b"],  # a capitalised directory onto a plain one
+        [b"D/x", b"E/D", b"e/d/y"],  # a file onto a directory, deeper
+        [b"q/A", b"q/a/z"],  # a capitalised file onto a plain directory
+        [b"\xc9/a", b"\xe9/a", b"M\xc9", b"m\xc9"],  # only ASCII folds
+        [b"a" * 200 + b"B", b"a" * 201],
+    ],
+)
+def test_clashing_is_every_name_spelled_two_ways(paths: list[bytes]) -> None:
+    assert clashing(sorted(paths)) == _clashing_by_definition(paths)
+
+
 # -- on a case-insensitive mount, against git ----------------------------------------------
 
 lfs = latencyfs_module()

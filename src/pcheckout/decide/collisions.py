@@ -25,6 +25,7 @@ name hashing fold.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -80,23 +81,31 @@ def _prefixes(path: bytes) -> list[bytes]:
     return [b"/".join(parts[: k + 1]) for k in range(len(parts))]
 
 
+#: A path (between NULs) with a capital letter: the only bytes ``bytes.lower`` folds.
+_CAPITALISED = re.compile(rb"(?:^|(?<=\0))[^\0A-Z]*[A-Z][^\0]*")
+_CAPITAL = re.compile(rb"[A-Z]")
+
+
 def clashing(paths: Sequence[bytes]) -> set[bytes]:
     """The folded names (files and leading directories) spelled more than one way among
-    ``paths`` (distinct, as a tree's); empty, and quick, when none is: the paths folded in
-    one piece, their set, and their directories'."""
-    joined = b"\0".join(paths)
-    folded = joined.lower()
-    if folded == joined:
+    ``paths`` (distinct, as a tree's); empty, and quick, when none is.  Two names fold
+    together only if one of them has a capital letter, so only those are folded: each
+    folds to a name of its own, and to none of the others (folding every path made a new
+    name for each, all held at once)."""
+    spelled = _CAPITALISED.findall(b"\0".join(paths))
+    if not spelled:
         return set()  # no capital letter anywhere
     dirs: set[bytes] = set()
     for d in {p.rpartition(b"/")[0] for p in paths}:
         while d and d not in dirs:
             dirs.add(d)
             d = d.rpartition(b"/")[0]
-    files = set(folded.split(b"\0"))
-    dirs_folded = {d.lower() for d in dirs}
-    if len(files) == len(paths) and len(dirs_folded) == len(dirs) and not files & dirs_folded:
-        return set()
+    spelled += [d for d in dirs if _CAPITAL.search(d)]
+    folded = {x.lower() for x in spelled}
+    if len(folded) == len(spelled):
+        names = set(paths)
+        if not any(f in names or f in dirs for f in folded):
+            return set()
     spellings: dict[bytes, set[bytes]] = {}
     for x in (*paths, *dirs):
         spellings.setdefault(x.lower(), set()).add(x)
