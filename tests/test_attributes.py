@@ -195,6 +195,27 @@ def test_a_gitattributes_is_found_in_any_piece_of_the_paths(
     assert ("the tree has .gitattributes" in sources) == (where is not None)
 
 
+@pytest.mark.parametrize("chunk", [1, 2, 1 << 13])
+def test_check_attr_is_fed_the_paths_in_pieces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    # check-attr's input is joined a few paths at a time (attributes.FEED_CHUNK): every
+    # path is asked once, in order, each answer its own, whatever the piece size.
+    files = {b".gitattributes": b"*.c eol=crlf\n*.t text\nsub/** ident\n"}
+    files.update({n: b"x\n" for n in (b"a.c", b"b.t", b"c", b"sub/d.c", b"sub/e", b"f.c")})
+    src = init_raw(tmp_path / "src", files)
+    g = Git(src)
+    tree = git(src, "rev-parse", "HEAD^{tree}").decode().strip()
+    entries = list_tree(g, tree)
+    monkeypatch.setattr(attributes, "FEED_CHUNK", chunk)
+    with attributes.TreeAttributes(g, discover(g), tree, entries) as attrs:
+        rows = attrs.lookup([e.path for e in entries], ("eol", "text", "ident"))
+    got = {e.path: row for e, row in zip(entries, rows, strict=True)}
+    assert got[b"a.c"] == ("crlf", None, None) and got[b"f.c"] == ("crlf", None, None)
+    assert got[b"b.t"] == (None, True, None) and got[b"c"] == (None, None, None)
+    assert got[b"sub/d.c"] == ("crlf", None, True) and got[b"sub/e"] == (None, None, True)
+
+
 def test_info_attributes_and_drivers(tmp_path: Path) -> None:
     src = init_raw(
         tmp_path / "src", {b"a.up": b"x\n", b"b.up": b"y\n", b"c.txt": b"z\n", b"d.w": b"w\n"}
