@@ -19,11 +19,14 @@ from pcheckout.decide.collisions import Step, clashing, plan, warning
 from pcheckout.git.tree import Entry
 
 #: README/readme, a directory spelled twice (A/x meets a/x, a/y goes into A), a file that
-#: a directory replaces (F, then f/g), and a path nothing meets.
+#: a directory replaces (F, then f/g), and a path nothing meets. Spellings that meet differ
+#: in size, so ``git status`` sees the lost one modified by its size alone: with equal sizes
+#: a reused inode number and a timestamp within one clock tick leave the stat data equal and
+#: the answer to the moment the files were written (git's checkout too).
 FILES = {
-    b"README": b"upper\n",
+    b"README": b"upper case\n",
     b"readme": b"lower\n",
-    b"A/x": b"AX\n",
+    b"A/x": b"AX upper\n",
     b"a/x": b"ax\n",
     b"a/y": b"ay\n",
     b"F": b"file\n",
@@ -198,4 +201,4 @@ def test_case_sensitive_destination_writes_every_path(tmp_path: Path, writer: st
     proc = run_cli("checkout", "-C", str(ours), env={"PCHECKOUT_WRITER": writer})
     assert proc.returncode == 0, proc.stderr
     assert git(ours, "status", "--porcelain") == b""
-    assert (ours / "README").read_bytes() == b"upper\n"
+    assert (ours / "README").read_bytes() == b"upper case\n"
