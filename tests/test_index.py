@@ -22,6 +22,7 @@ from pcheckout.git.index import (
     FLAG_ASSUME_VALID,
     MODE_SPARSE_DIR,
     CorruptIndexError,
+    Encoding,
     Index,
     IndexEntry,
     IndexFileError,
@@ -505,7 +506,7 @@ def test_skip_worktree_entries_and_sdir_marker_are_written_as_git_reads_them(
         )
         for e in (a, sdir)
     ]
-    data = encode_rows(rows, 2, extended=True, sparse_directories=True)
+    data = encode_rows(rows, 2, Encoding(extended=True, sparse_directories=True))
     (repo / "out" / "b.txt").unlink()  # git >= 2.36 clears the bit of a file that exists
     assert data[4:8] == b"\0\0\0\3"
     index_path(repo).write_bytes(bytes(data))
@@ -681,8 +682,8 @@ def test_zero_stat_rows_encode_as_their_full_fields(hash_name: str, version: int
     for extended in (False, True):
         picked = [r for r in rows(True) if extended or not r[3]]
         full = [r for r in rows(False) if extended or not r[3]]
-        kw = {"version": version, "hash_name": hash_name, "extended": extended}
-        short_bytes = encode_rows(picked, len(picked), **kw)  # type: ignore[arg-type]
-        assert short_bytes == encode_rows(full, len(full), **kw)  # type: ignore[arg-type]
+        how = Encoding(version, hash_name, extended=extended)
+        short_bytes = encode_rows(picked, len(picked), how)  # type: ignore[arg-type]
+        assert short_bytes == encode_rows(full, len(full), how)  # type: ignore[arg-type]
         decoded = decode_index(bytes(short_bytes), hash_name=hash_name)
         assert [e.path for e in decoded.entries] == [r[0] for r in picked]

@@ -162,9 +162,7 @@ def by_stat(
         return not stat_mod.S_ISDIR(st.st_mode)
     if _kind_changed(e.mode, st.st_mode, rules):
         return True
-    c_s, c_ns, m_s, m_ns, _dev, ino, uid, gid, size = ix.stat_fields(
-        st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_uid, st.st_gid, st.st_size
-    )
+    c_s, c_ns, m_s, m_ns, _dev, ino, uid, gid, size = ix.fields_of_stat(st)
     recorded = [e.mtime_s, e.mtime_ns, e.size]
     seen = [m_s, m_ns, size]
     if rules.check_stat:

@@ -43,7 +43,7 @@ import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from pcheckout.errors import (
     CorruptIndexError,
@@ -59,16 +59,23 @@ from pcheckout.fdio import write_all
 from pcheckout.git import ewah
 from pcheckout.git.indexformat import (
     ENTRY_ALIGN,
+    FIXED,
     FLAG_EXTENDED,
     FLAG_NAME_MASK,
+    FLAG_STAGE_MASK,
+    FLAG_STAGE_SHIFT,
     HASH_SIZES,
     HEADER,
     SIGNATURE,
+    SUPPORTED_VERSIONS,
+    read_header,
+    walk_entries,
 )
 from pcheckout.git.indexformat import EXT_FLAG_SKIP_WORKTREE as EXT_FLAG_SKIP_WORKTREE
 
 __all__ = [
     "CorruptIndexError",
+    "Encoding",
     "Index",
     "IndexEntry",
     "IndexFileError",
@@ -83,12 +90,9 @@ __all__ = [
 ]
 
 # --- format constants (gitformat-index.txt; cache.h / read-cache.c in git) -------------------
-SUPPORTED_VERSIONS = (2, 3, 4)
 #: 16-bit flags word: assume-valid, extended, 2-bit stage, 12-bit name length (cache.h CE_*);
-#: the layout constants shared with git/indexsize.py are in git/indexformat.py
+#: the layout and the walk over the entries are git/indexformat.py's
 FLAG_ASSUME_VALID = 0x8000
-FLAG_STAGE_MASK = 0x3000
-FLAG_STAGE_SHIFT = 12
 #: flag bits an IndexEntry keeps; name length and the extended bit are derived on write
 ENTRY_FLAG_BITS = FLAG_ASSUME_VALID | FLAG_STAGE_MASK
 #: extended flags word (v3+): intent-to-add (skip-worktree: git/indexformat.py)
@@ -104,15 +108,17 @@ NS_PER_S = 1_000_000_000
 
 
 StatFields = tuple[int, int, int, int, int, int, int, int, int]
+#: A file's stat data as lstat gives it: ctime and mtime in ns, dev, ino, uid, gid, size
+#: (``fs.files.StatData`` is one)
+StatData = tuple[int, int, int, int, int, int, int]
 
 
-def stat_fields(
-    ctime_ns: int, mtime_ns: int, dev: int, ino: int, uid: int, gid: int, size: int
-) -> StatFields:
+def stat_fields(st: StatData) -> StatFields:
     """``(ctime_s, ctime_ns, mtime_s, mtime_ns, dev, ino, uid, gid, size)`` as the
     index stores them: truncated to 32 bits like git's fill_stat_data()
     (``(unsigned int)st_mtime``, ``st_mtim.tv_nsec``, ...).  The one place stat
     data becomes index fields."""
+    ctime_ns, mtime_ns, dev, ino, uid, gid, size = st
     c_s, c_ns = divmod(ctime_ns, NS_PER_S)
     m_s, m_ns = divmod(mtime_ns, NS_PER_S)
     return (
@@ -125,6 +131,13 @@ def stat_fields(
         uid & U32_MASK,
         gid & U32_MASK,
         size & U32_MASK,
+    )
+
+
+def fields_of_stat(st: os.stat_result) -> StatFields:
+    """:func:`stat_fields` of an ``os.stat_result``."""
+    return stat_fields(
+        (st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_uid, st.st_gid, st.st_size)
     )
 
 
@@ -153,9 +166,7 @@ class IndexEntry:
     @classmethod
     def from_stat(cls, path: bytes, mode: int, oid: bytes, st: os.stat_result) -> IndexEntry:
         """An entry carrying ``st``'s stat data (see :func:`stat_fields`)."""
-        c_s, c_ns, m_s, m_ns, dev, ino, uid, gid, size = stat_fields(
-            st.st_ctime_ns, st.st_mtime_ns, st.st_dev, st.st_ino, st.st_uid, st.st_gid, st.st_size
-        )
+        c_s, c_ns, m_s, m_ns, dev, ino, uid, gid, size = fields_of_stat(st)
         return cls(path, mode, oid, c_s, c_ns, m_s, m_ns, dev, ino, uid, gid, size)
 
     @property
@@ -196,8 +207,7 @@ _by_path = attrgetter("path")
 _stat_fields = attrgetter(
     "ctime_s", "ctime_ns", "mtime_s", "mtime_ns", "dev", "ino", "mode", "uid", "gid", "size", "oid"
 )
-_FIXED = {name: struct.Struct(f">10I{size}sH") for name, size in HASH_SIZES.items()}
-#: _FIXED for ZeroStatFields: six zero words, mode, three zero words, oid, flags
+#: FIXED for ZeroStatFields: six zero words, mode, three zero words, oid, flags
 _ZERO_STAT = {name: struct.Struct(f">24xI12x{size}sH") for name, size in HASH_SIZES.items()}
 _EXT_WORD = struct.Struct(">H")
 _PADDING = tuple(b"\0" * (ENTRY_ALIGN - r) for r in range(ENTRY_ALIGN))
@@ -229,63 +239,71 @@ class _EntryBuilder:
 
     A frozen dataclass ``__init__`` calls ``object.__setattr__`` once per field,
     which makes building 100k entries cost ~0.15 s.  The reader instead fills one
-    of these with plain (specialised) slot stores and then turns it into an
-    IndexEntry by ``__class__`` assignment, which CPython allows between classes
-    with identical slot layouts.  The result is an ordinary IndexEntry (there is no
-    ``__post_init__`` to skip); :func:`_entry_factory` checks at import time that
-    the trick works and otherwise falls back to the dataclass constructor."""
+    of these with plain (specialised) slot stores, from an entry's fixed part as the
+    walk read it (``indexformat.FIXED``: the stat words, the oid, the flags word), and
+    turns it into an IndexEntry by ``__class__`` assignment, which CPython allows
+    between classes with identical slot layouts.  The result is an ordinary IndexEntry
+    (there is no ``__post_init__`` to skip); :func:`_entry_factory` checks at import
+    time that the trick works and otherwise falls back to the dataclass constructor."""
 
     __slots__ = IndexEntry.__slots__
 
-    def __init__(
-        self,
-        path: bytes,
-        mode: int,
-        oid: bytes,
-        ctime_s: int,
-        ctime_ns: int,
-        mtime_s: int,
-        mtime_ns: int,
-        dev: int,
-        ino: int,
-        uid: int,
-        gid: int,
-        size: int,
-        flags: int,
-        extended_flags: int,
-    ) -> None:
+    def __init__(self, path: bytes, fixed: tuple[Any, ...], extended_flags: int) -> None:
+        (
+            self.ctime_s,
+            self.ctime_ns,
+            self.mtime_s,
+            self.mtime_ns,
+            self.dev,
+            self.ino,
+            self.mode,
+            self.uid,
+            self.gid,
+            self.size,
+            self.oid,
+            flags,
+        ) = fixed
         self.path = path
-        self.mode = mode
-        self.oid = oid
-        self.ctime_s = ctime_s
-        self.ctime_ns = ctime_ns
-        self.mtime_s = mtime_s
-        self.mtime_ns = mtime_ns
-        self.dev = dev
-        self.ino = ino
-        self.uid = uid
-        self.gid = gid
-        self.size = size
-        self.flags = flags
+        self.flags = flags & ENTRY_FLAG_BITS
         self.extended_flags = extended_flags
+        self.__class__ = IndexEntry  # type: ignore[assignment]
 
 
-def _entry_factory() -> Callable[..., IndexEntry]:
-    """_EntryBuilder if ``__class__`` assignment works here, else IndexEntry itself."""
-    fields = (b"p", 0o100644, b"o", 1, 2, 3, 4, 5, 6, 7, 8, 9, 0x1000, 0x4000)
+def _dataclass_entry(path: bytes, fixed: tuple[Any, ...], extended_flags: int) -> IndexEntry:
+    """What :class:`_EntryBuilder` makes, by the dataclass constructor."""
+    cs, cn, ms, mn, dev, ino, mode, uid, gid, size, oid, flags = fixed
+    return IndexEntry(
+        path,
+        mode,
+        oid,
+        cs,
+        cn,
+        ms,
+        mn,
+        dev,
+        ino,
+        uid,
+        gid,
+        size,
+        flags & ENTRY_FLAG_BITS,
+        extended_flags,
+    )
+
+
+def _entry_factory() -> Callable[[bytes, tuple[Any, ...], int], IndexEntry]:
+    """_EntryBuilder if ``__class__`` assignment works here, else the dataclass."""
+    fixed = (1, 2, 3, 4, 5, 6, 0o100644, 7, 8, 9, b"o", 0x1000)
     try:
-        probe: object = _EntryBuilder(*fields)
-        probe.__class__ = IndexEntry
+        probe: object = _EntryBuilder(b"p", fixed, 0x4000)
     except TypeError:  # pragma: no cover - another Python or a changed IndexEntry layout
-        return IndexEntry
-    if probe != IndexEntry(*fields):  # pragma: no cover
-        return IndexEntry
-    # An _EntryBuilder is an IndexEntry once its __class__ is set (probed above).
+        return _dataclass_entry
+    if type(probe) is not IndexEntry or probe != _dataclass_entry(b"p", fixed, 0x4000):
+        return _dataclass_entry  # pragma: no cover
+    # An _EntryBuilder is an IndexEntry once built (probed above).
     return _EntryBuilder  # type: ignore[return-value]
 
 
 _make_entry = _entry_factory()
-_RETYPE = _make_entry is not IndexEntry
 
 
 # --- encoding -----------------------------------------------------------------------------
@@ -342,29 +360,18 @@ def encode_index(
     ordered = sorted(entries, key=_by_path)  # C-speed key; stages are fixed below if needed
     if ordered and not ordered[0].path:  # (empty paths are a split index's replacements)
         raise _bad_row(b"", ordered[0].oid, _hash_size(hash_name))
-    extended = any(e.extended_flags for e in ordered)
+    how = Encoding(
+        version,
+        hash_name,
+        extended=any(e.extended_flags for e in ordered),
+        skip_hash=skip_hash,
+        extensions=extensions,
+    )
     try:
-        body = encode_rows(
-            _rows(ordered),
-            len(ordered),
-            version=version,
-            hash_name=hash_name,
-            extended=extended,
-            skip_hash=skip_hash,
-            extensions=extensions,
-        )
+        body = encode_rows(_rows(ordered), len(ordered), how)
     except _SamePath:
         ordered = _check_conflicts(ordered)
-        body = encode_rows(
-            _rows(ordered),
-            len(ordered),
-            version=version,
-            hash_name=hash_name,
-            extended=extended,
-            skip_hash=skip_hash,
-            allow_same_path=True,
-            extensions=extensions,
-        )
+        body = encode_rows(_rows(ordered), len(ordered), how._replace(allow_same_path=True))
     return bytes(body)
 
 
@@ -386,32 +393,33 @@ def _bad_row(path: object, oid: object, rawsz: int) -> CorruptIndexError:
     return CorruptIndexError(f"index entry {where}: a field does not fit in 32 (16) bits")
 
 
-def encode_rows(
-    rows: Iterable[Row],
-    count: int,
-    *,
-    version: int = 2,
-    hash_name: str = "sha1",
-    extended: bool = False,
-    skip_hash: bool = False,
-    allow_same_path: bool = False,
-    sparse_directories: bool = False,
-    extensions: bytes = b"",
-) -> bytearray:
-    """Header, entries and trailer for ``count`` rows already in index order.
+class Encoding(NamedTuple):
+    """How :func:`encode_rows` writes an index."""
 
-    One growing bytearray (no per-entry pieces kept), hashed once at the end.
-    ``extended`` says whether some row has extended flags: git writes v3 only
-    then ("demote version 3 to version 2 when the latter suffices").
-    ``allow_same_path``: rows may share a path (merge stages) or have none (a split
-    index's replacement entries).  ``extensions`` (headers and data) follow the
-    entries; ``sparse_directories`` then appends the empty ``sdir`` extension that marks a
-    sparse index (read-cache.c write_index_ext_header(CACHE_EXT_SPARSE_DIRECTORIES))."""
+    version: int = 2
+    hash_name: str = "sha1"
+    #: whether some row has extended flags: git writes v3 only then ("demote version 3
+    #: to version 2 when the latter suffices")
+    extended: bool = False
+    skip_hash: bool = False  # an all-zero trailer (index.skipHash)
+    #: rows may share a path (merge stages) or have none (a split index's replacements)
+    allow_same_path: bool = False
+    #: end with the empty ``sdir`` extension that marks a sparse index (read-cache.c
+    #: write_index_ext_header(CACHE_EXT_SPARSE_DIRECTORIES)), after ``extensions``
+    sparse_directories: bool = False
+    extensions: bytes = b""  # headers and data, after the entries
+
+
+def encode_rows(rows: Iterable[Row], count: int, how: Encoding) -> bytearray:
+    """Header, entries and trailer for ``count`` rows already in index order, written
+    as ``how`` says.  One growing bytearray (no per-entry pieces kept), hashed once at
+    the end."""
+    version, hash_name, extended, skip_hash, allow_same_path, sparse_directories, extensions = how
     _check_version(version)
     rawsz = _hash_size(hash_name)
     if version in (2, 3):
         version = 3 if extended else 2
-    fixed = _FIXED[hash_name]
+    fixed = FIXED[hash_name]
     fixed_size = fixed.size
     pack = fixed.pack
     pack_zero = _ZERO_STAT[hash_name].pack
@@ -564,11 +572,7 @@ def decode_index(
 
 def _decode(data: bytes, hash_name: str | None, path: bytes) -> tuple[Index, _Link | None]:
     where = quote_path(path)
-    if len(data) < HEADER.size or data[:4] != SIGNATURE:
-        raise CorruptIndexError(f"{where} is not a git index (bad signature)", path)
-    _, version, count = HEADER.unpack_from(data)
-    if version not in SUPPORTED_VERSIONS:
-        raise UnsupportedIndexError(f"{where}: unsupported index version {version}", path)
+    version, count = read_header(data, path)
     candidates = [hash_name] if hash_name else list(HASH_SIZES)
     for name in candidates:
         _hash_size(name)
@@ -667,15 +671,6 @@ def _merge_split(index: Index, link: _Link, git_dir: bytes, path: bytes) -> Inde
     return replace(index, entries=tuple(table[k][0] for k in keys), split=split)
 
 
-def _check_order(previous: IndexEntry, name: bytes, flags: int, where: str, path: bytes) -> None:
-    if name < previous.path:
-        raise CorruptIndexError(f"{where}: unordered entries {quote_path(name)}", path)
-    stage_before = (previous.flags & FLAG_STAGE_MASK) >> FLAG_STAGE_SHIFT
-    stage = (flags & FLAG_STAGE_MASK) >> FLAG_STAGE_SHIFT
-    if not stage_before or stage <= stage_before:
-        raise CorruptIndexError(f"{where}: unordered stage entries for {quote_path(name)}", path)
-
-
 def _parse(
     data: bytes, version: int, count: int, hash_name: str, path: bytes
 ) -> tuple[Index, _Link | None]:
@@ -694,69 +689,21 @@ def _parse(
 def _parse_entries(
     data: bytes, version: int, count: int, hash_name: str, path: bytes
 ) -> tuple[Index, _Link | None]:
+    """The entries (``indexformat.walk_entries``, made IndexEntry objects), then the
+    extensions."""
+    walk = walk_entries(data, version, count, hash_name, path)
+    entries = tuple(map(_make_entry, walk.names, walk.fixed, walk.extended))
+    sparse, link = _extensions(data, walk.end, HASH_SIZES[hash_name], path)
+    if walk.empty and link is None:
+        raise CorruptIndexError(f"{quote_path(path)}: index entry with an empty path", path)
+    return Index(version, entries, hash_name, sparse), link
+
+
+def _extensions(data: bytes, off: int, rawsz: int, path: bytes) -> tuple[bool, _Link | None]:
+    """Whether the index is sparse (``sdir``), and its ``link`` extension if split; the
+    optional extensions skipped, a required one pcheckout does not know refused."""
     where = quote_path(path)
-    rawsz = HASH_SIZES[hash_name]
     end = len(data) - rawsz
-    fixed = _FIXED[hash_name]
-    fixed_size = fixed.size
-    unpack = fixed.unpack_from
-    make, retype, entry_cls = _make_entry, _RETYPE, IndexEntry
-    find = data.find
-    keep, name_mask = ENTRY_FLAG_BITS, FLAG_NAME_MASK
-    align_mask = ~(ENTRY_ALIGN - 1)
-    v4 = version == 4
-    entries: list[IndexEntry] = []
-    append = entries.append
-    off = HEADER.size
-    prev = b""
-    saw_empty = False
-    try:
-        for _ in range(count):
-            cs, cn, ms, mn, dev, ino, mode, uid, gid, size, oid, flags = unpack(data, off)
-            start = off + fixed_size
-            ext = 0
-            if flags & FLAG_EXTENDED:
-                if version < 3:
-                    raise CorruptIndexError(f"{where}: extended flags in a version 2 index", path)
-                ext = (data[start] << 8) | data[start + 1]
-                start += 2
-            if v4:
-                c = data[start]
-                start += 1
-                drop = c & 0x7F
-                while c & 0x80:  # varint.c decode_varint
-                    c = data[start]
-                    start += 1
-                    drop = ((drop + 1) << 7) | (c & 0x7F)
-                nul = find(b"\0", start, end)
-                if nul < 0 or drop > len(prev):
-                    raise CorruptIndexError(f"{where}: bad path compression", path)
-                name = prev[: len(prev) - drop] + data[start:nul]
-                off = nul + 1
-            else:
-                n = flags & name_mask
-                if n == name_mask:
-                    n = find(b"\0", start, end) - start
-                    if n < 0:
-                        raise CorruptIndexError(f"{where}: unterminated path", path)
-                elif data[start + n] != 0:
-                    raise CorruptIndexError(f"{where}: path length mismatch", path)
-                name = data[start : start + n]
-                off += (start - off + n + ENTRY_ALIGN) & align_mask
-            if off > end:
-                raise CorruptIndexError(f"{where}: truncated index entries", path)
-            if name <= prev:  # read-cache.c check_ce_order
-                if not name:  # a split index's replacement entry; else corrupt (below)
-                    saw_empty = True
-                elif entries:
-                    _check_order(entries[-1], name, flags, where, path)
-            e = make(name, mode, oid, cs, cn, ms, mn, dev, ino, uid, gid, size, flags & keep, ext)
-            if retype:
-                e.__class__ = entry_cls
-            append(e)
-            prev = name
-    except (struct.error, IndexError):
-        raise CorruptIndexError(f"{where}: truncated index entries", path) from None
     sparse = False
     link = None
     while off < end:
@@ -776,6 +723,4 @@ def _parse_entries(
         off += EXT_HEADER.size + size
     if off != end:
         raise CorruptIndexError(f"{where}: truncated index extension", path)
-    if saw_empty and link is None:
-        raise CorruptIndexError(f"{where}: index entry with an empty path", path)
-    return Index(version, tuple(entries), hash_name, sparse), link
+    return sparse, link

@@ -108,12 +108,14 @@ def _encode(
         ix.encode_rows(
             rows,
             len(rows),
-            version=layout.version,
-            hash_name=layout.hash_name,
-            extended=any(e.extended_flags for e in entries),
-            skip_hash=layout.skip_hash and not split,
-            allow_same_path=split,
-            extensions=extensions,
+            ix.Encoding(
+                layout.version,
+                layout.hash_name,
+                extended=any(e.extended_flags for e in entries),
+                skip_hash=layout.skip_hash and not split,
+                allow_same_path=split,
+                extensions=extensions,
+            ),
         )
     )
 

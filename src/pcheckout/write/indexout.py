@@ -71,14 +71,14 @@ def index_fields(e: Entry, packed: bytes) -> ix.Fields:
     """The index's fixed fields for ``e`` from the stat data a worker packed,
     in index-entry order."""
     st = unpack_stat(packed)
-    c_s, c_ns, m_s, m_ns, dev, ino, uid, gid, size = ix.stat_fields(*st)
+    c_s, c_ns, m_s, m_ns, dev, ino, uid, gid, size = ix.stat_fields(st)
     return (c_s, c_ns, m_s, m_ns, dev, ino, e.mode, uid, gid, size, bytes.fromhex(e.oid))
 
 
 def index_entry(e: Entry, packed: bytes) -> ix.IndexEntry:
     """An IndexEntry for ``e`` (the switch mixes these with kept entries)."""
     st = unpack_stat(packed)
-    c_s, c_ns, m_s, m_ns, dev, ino, uid, gid, size = ix.stat_fields(*st)
+    c_s, c_ns, m_s, m_ns, dev, ino, uid, gid, size = ix.stat_fields(st)
     return ix.IndexEntry(
         e.path, e.mode, bytes.fromhex(e.oid), c_s, c_ns, m_s, m_ns, dev, ino, uid, gid, size
     )
@@ -129,11 +129,13 @@ def write_fresh_index(
     data = ix.encode_rows(
         rows(),
         n,
-        version=layout.version,
-        hash_name=layout.hash_name,
-        skip_hash=layout.skip_hash and not split,
-        extended=skip is not None,
-        extensions=b"" if split else tree,
+        ix.Encoding(
+            layout.version,
+            layout.hash_name,
+            skip_hash=layout.skip_hash and not split,
+            extended=skip is not None,
+            extensions=b"" if split else tree,
+        ),
     )
     _commit(ctx, si.around_shared(bytes(data), layout, tree) if split else data, lock)
 
