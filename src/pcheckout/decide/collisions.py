@@ -63,10 +63,6 @@ class Collisions(NamedTuple):
     involved: int  # entries involved
     warn: bool = False  # a clone's checkout: git's warning is said
 
-    @property
-    def last_round(self) -> int:
-        return max(self.rounds.values(), default=1)
-
 
 class _Node(NamedTuple):
     dir: bool

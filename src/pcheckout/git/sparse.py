@@ -350,12 +350,6 @@ class Sparsity:
                 skip[i] = True
         return wanted, skip
 
-    def collapsible(self, directory: bytes) -> bool:
-        """Is ``directory`` (no trailing "/") wholly outside a cone?  Only these are
-        sparse-directory entries of a sparse index (sparse-index.c
-        convert_to_sparse_rec() asks path_in_cone_mode_sparse_checkout())."""
-        return self.cone and self._dir_default(directory) == _OUT_BELOW
-
 
 def parse(data: bytes, *, cone: bool, ignore_case: bool = False) -> Sparsity:
     """The rules in pattern-file ``data``; cone mode falls back to non-cone (with
