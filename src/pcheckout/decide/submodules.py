@@ -25,12 +25,11 @@ import dataclasses
 import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from pcheckout.context import Context
 from pcheckout.errors import GitRefusedError
 from pcheckout.git.catfile import EMPTY_TREE
-from pcheckout.git.index import IndexEntry
 from pcheckout.git.runner import Git
 from pcheckout.git.submodules import (
     Gitmodule,
@@ -43,6 +42,9 @@ from pcheckout.git.submodules import (
     submodule_git,
 )
 from pcheckout.git.tree import MODE_GITLINK, Entry
+
+if TYPE_CHECKING:  # the index's entries are given (a fresh checkout by git's writer reads none)
+    from pcheckout.git.index import IndexEntry
 
 __all__ = ["SubmoduleMove", "Switching", "fresh_moves", "recursing", "switch_moves"]
 
