@@ -13,7 +13,7 @@ import pytest
 from helpers import assert_same_as_git, clone_no_checkout, git, make_repo, write_tree_files
 
 from pcheckout.checkout import CheckoutOptions, checkout
-from pcheckout.git import ewah
+from pcheckout.git import ewah, untracked
 from pcheckout.git.index import EXT_HEADER, HEADER, decode_index, read_index
 from pcheckout.options import Result
 
@@ -243,22 +243,86 @@ def test_cache_tree_bytes_as_git_writes_them(tmp_path: Path, repo: Path, split: 
     assert git(ours, "show", "--stat", "--format=", "HEAD").strip().startswith(b"d/x")
 
 
-def test_untracked_cache_dropped_and_rebuilt_by_the_next_status(tmp_path: Path, repo: Path) -> None:
-    # The one difference from git left (docs/design.md): the engine drops UNTR, which git
-    # keeps invalidated; git status says the same and writes the cache back.
-    config = {"feature.manyFiles": "true", "core.untrackedCache": "true", "index.version": "2"}
+def _untr(work: Path) -> tuple[object, ...] | None:
+    """The index's untracked cache as stored, but for what differs between two work trees
+    (its location in the ident, stat data): its flags and exclude-per-dir name, then each
+    directory as written (git/untracked.py)."""
+    data = (work / ".git" / "index").read_bytes()
+    payload = _extensions(data).get(b"UNTR")
+    if payload is None:
+        return None
+    cache = untracked.decode(payload, 20)
+    assert cache is not None, payload
+    assert cache.ident == untracked.ident(work)
+    assert untracked.encode(cache)[8:] == payload
+    dirs: list[tuple[object, ...]] = []
+
+    def walk(d: untracked.Dir, where: bytes) -> None:
+        dirs.append((where + d.name, d.valid, d.check_only, d.untracked, d.exclude_oid))
+        for sub in d.dirs:
+            walk(sub, where + d.name + b"/" if d.name else where)
+
+    if cache.root is not None:
+        walk(cache.root, b"")
+    return cache.dir_flags, cache.header[-len(b".gitignore\0") :], dirs
+
+
+def _populated(w: Path) -> None:
+    """Untracked files at several depths, and the cache git status fills."""
+    (w / "d" / "untracked").write_bytes(b"u\n")
+    (w / "d" / "e" / "deep").write_bytes(b"u\n")
+    (w / "loose").write_bytes(b"u\n")
+    (w / "o" / "p").mkdir(parents=True)
+    (w / "o" / "p" / "q").write_bytes(b"u\n")
+    git(w, "status", "--porcelain")
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"core.untrackedCache": "true"},
+        {"feature.manyFiles": "true", "index.version": "2"},
+        {"core.untrackedCache": "true", "status.showUntrackedFiles": "all"},
+        {"core.untrackedCache": "true", "core.splitIndex": "true"},
+    ],
+    ids=["true", "manyfiles", "showall", "split"],
+)
+def test_untracked_cache_kept_and_invalidated_as_git_does(
+    tmp_path: Path, repo: Path, config: dict[str, str]
+) -> None:
+    git(repo, "checkout", "-q", "small")
+    write_tree_files(repo, {b"d/e/y": b"deeper\n", b"d/e/z/n": b"n\n"})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "deep")
+    git(repo, "tag", "deep")
     ours, theirs = _pair(tmp_path, repo, config)
+    _both(ours, theirs, "v1")  # a fresh checkout: git starts an empty cache
+    assert _untr(ours) == _untr(theirs) is not None
+    for w in (ours, theirs):
+        _populated(w)
+        (w / "d" / "x").write_bytes(b"local\n")  # a local change the switches keep
+    assert _untr(ours) == _untr(theirs)
+    for rev in ("small", "deep", "v1"):
+        _both(ours, theirs, rev)
+        assert _untr(ours) == _untr(theirs)
+        assert git(ours, "status", "--porcelain", "-uall") == git(
+            theirs, "status", "--porcelain", "-uall"
+        )
+        assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")
+        assert _untr(ours) == _untr(theirs)  # (and as git status refreshed it)
+
+
+@pytest.mark.parametrize("setting", ["false", "keep"])
+def test_untracked_cache_dropped_or_kept_as_the_config_says(
+    tmp_path: Path, repo: Path, setting: str
+) -> None:
+    ours, theirs = _pair(tmp_path, repo, {})
     for w in (ours, theirs):
         git(w, "checkout", "-q", "v1")
-        (w / "d" / "untracked").write_bytes(b"u\n")
-        git(w, "status", "--porcelain")
-        assert b"UNTR" in _extensions((w / ".git" / "index").read_bytes())
+        git(w, "update-index", "--untracked-cache")
+        _populated(w)
+        git(w, "config", "core.untrackedCache", setting)
     _both(ours, theirs, "small")
-    assert_same_as_git_but_untracked(ours, theirs)
-    assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")
-    assert b"UNTR" in _extensions((ours / ".git" / "index").read_bytes())
-
-
-def assert_same_as_git_but_untracked(ours: Path, theirs: Path) -> None:
-    assert git(ours, "ls-files", "-s", "-t") == git(theirs, "ls-files", "-s", "-t")
-    assert (ours / "d" / "untracked").read_bytes() == b"u\n"
+    got = _untr(ours)
+    assert got == _untr(theirs)
+    assert (got is None) == (setting == "false")

@@ -44,6 +44,8 @@ from pcheckout.decide.worktree import (
 from pcheckout.errors import DestinationError, LocalChangesError, quote_paths
 from pcheckout.fs.detect import FsInfo
 from pcheckout.git import index as ix
+from pcheckout.git import untracked
+from pcheckout.git.indexformat import HASH_SIZES
 from pcheckout.git.sparse import Sparsity, expand_sparse_directories
 from pcheckout.git.sparse import load as load_sparsity
 from pcheckout.git.tree import Entry
@@ -129,7 +131,16 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     subs = switch_moves(ctx, switching)
     absent = frozenset(left.ours - left.present)
     facts = _Facts(
-        fs, entries, index.version, cone, sparsity, threads.min_share, subs, absent, index.split
+        fs,
+        entries,
+        index.version,
+        cone,
+        sparsity,
+        threads.min_share,
+        subs,
+        absent,
+        index.split,
+        index.untracked,
     )
     return _plan(run, tables, plan.keep, split, facts)
 
@@ -202,6 +213,7 @@ class _Facts(NamedTuple):
     submodules: tuple[SubmoduleMove, ...]  # submodule.recurse: what moves
     absent: frozenset[bytes] = frozenset()  # removed paths not there (an interrupted run's)
     split: ix.SplitIndex | None = None  # a split index's tie to its shared index
+    untracked: bytes | None = None  # the index's untracked cache (its UNTR payload)
 
 
 def _plan(
@@ -226,6 +238,7 @@ def _plan(
     moved = set(split.flip_in) | set(split.flip_out)
     recorded = [_skip_worktree(tables.target[p]) for p in split.recorded]
     recorded += [_skip_worktree(_entry_of(tables.in_index[p])) for p in split.flip_out]
+    kept = [e for p, e in keep.items() if p not in moved]
     version = facts.index_version
     if version not in (3, 4):
         version = index_version(ctx.config, ctx.environ)
@@ -249,7 +262,11 @@ def _plan(
         selection=sel,
         delete=split.remove,
         kept=KeptEntries(
-            [e for p, e in keep.items() if p not in moved], recorded, version, facts.split
+            kept,
+            recorded,
+            version,
+            facts.split,
+            _untracked(run, tables.in_index, [*kept, *recorded], write_entries, facts),
         ),
         head=HeadMove(opts.rev, run.target),
         earlier=_earlier(run),
@@ -261,6 +278,36 @@ def _plan(
         hooks=after_checkout(run),
         submodules=facts.submodules,
         recurse_submodules=recursing(ctx, opts.clone),
+    )
+
+
+def _untracked(
+    run: Run,
+    before: Mapping[bytes, ix.IndexEntry],
+    after: list[ix.IndexEntry],
+    written: list[Entry],
+    facts: _Facts,
+) -> bytes:
+    """The untracked cache git's checkout leaves (``git/untracked.py``): the directories
+    of each path whose index entry it adds, changes or removes invalidated (unpack-trees.c
+    invalidate_ce_path; an entry kept with its local change is not one of them)."""
+    ctx = run.ctx
+    wanted = untracked.setting(ctx.config)
+    if wanted is False or (facts.untracked is None and wanted is None):
+        return b""
+    changed: list[bytes] = []
+    if facts.untracked is not None:
+        now = {e.path: (e.mode, e.oid) for e in after}
+        fromhex = bytes.fromhex
+        now.update((e.path, (e.mode, fromhex(e.oid))) for e in written)
+        changed = [p for p, e in before.items() if now.get(p) != (e.mode, e.oid)]
+        changed += [p for p in now if p not in before]
+    return untracked.after_checkout(
+        facts.untracked,
+        changed,
+        work_tree=run.root,
+        config=ctx.config,
+        rawsz=HASH_SIZES[ctx.repo.object_format],
     )
 
 

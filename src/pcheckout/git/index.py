@@ -102,6 +102,7 @@ MODE_SPARSE_DIR = 0o040000
 #: extensions git must understand to read the index correctly (lowercase first byte)
 EXT_SPLIT_INDEX = b"link"
 EXT_SPARSE_DIRECTORIES = b"sdir"
+EXT_UNTRACKED = b"UNTR"
 EXT_HEADER = struct.Struct(">4sI")
 U32_MASK = 0xFFFFFFFF
 NS_PER_S = 1_000_000_000
@@ -194,6 +195,7 @@ class Index:
     hash_name: str  # "sha1" | "sha256"
     sparse: bool = False  # had the "sdir" extension: may hold sparse-directory entries
     split: SplitIndex | None = None  # had the "link" extension: a split index, merged
+    untracked: bytes | None = None  # the "UNTR" extension's payload (git/untracked.py)
 
 
 def sort_key(entry: IndexEntry) -> tuple[bytes, int]:
@@ -693,19 +695,23 @@ def _parse_entries(
     extensions."""
     walk = walk_entries(data, version, count, hash_name, path)
     entries = tuple(map(_make_entry, walk.names, walk.fixed, walk.extended))
-    sparse, link = _extensions(data, walk.end, HASH_SIZES[hash_name], path)
+    sparse, link, untracked = _extensions(data, walk.end, HASH_SIZES[hash_name], path)
     if walk.empty and link is None:
         raise CorruptIndexError(f"{quote_path(path)}: index entry with an empty path", path)
-    return Index(version, entries, hash_name, sparse), link
+    return Index(version, entries, hash_name, sparse, untracked=untracked), link
 
 
-def _extensions(data: bytes, off: int, rawsz: int, path: bytes) -> tuple[bool, _Link | None]:
-    """Whether the index is sparse (``sdir``), and its ``link`` extension if split; the
-    optional extensions skipped, a required one pcheckout does not know refused."""
+def _extensions(
+    data: bytes, off: int, rawsz: int, path: bytes
+) -> tuple[bool, _Link | None, bytes | None]:
+    """Whether the index is sparse (``sdir``), its ``link`` extension if split and its
+    ``UNTR`` payload if any; the other optional extensions skipped, a required one
+    pcheckout does not know refused."""
     where = quote_path(path)
     end = len(data) - rawsz
     sparse = False
     link = None
+    untracked = None
     while off < end:
         if end - off < EXT_HEADER.size:
             raise CorruptIndexError(f"{where}: truncated index extension", path)
@@ -715,6 +721,8 @@ def _extensions(data: bytes, off: int, rawsz: int, path: bytes) -> tuple[bool, _
             link = _read_link(data[body : body + size], rawsz, where, path)
         elif sig == EXT_SPARSE_DIRECTORIES:
             sparse = True
+        elif sig == EXT_UNTRACKED:
+            untracked = data[body : body + size]
         elif not 0x41 <= sig[0] <= 0x5A:  # 'A'..'Z': optional, anything else is required
             raise UnsupportedIndexError(
                 f"{where}: index uses extension {decode(sig)!r}, which pcheckout does not support",
@@ -723,4 +731,4 @@ def _extensions(data: bytes, off: int, rawsz: int, path: bytes) -> tuple[bool, _
         off += EXT_HEADER.size + size
     if off != end:
         raise CorruptIndexError(f"{where}: truncated index extension", path)
-    return sparse, link
+    return sparse, link, untracked

@@ -13,10 +13,11 @@ from pcheckout.context import Context
 from pcheckout.errors import PcheckoutError, quote_path
 from pcheckout.fs.detect import FsInfo
 from pcheckout.fs.files import unpack_stat
-from pcheckout.git import cachetree
+from pcheckout.git import cachetree, untracked
 from pcheckout.git import index as ix
 from pcheckout.git import splitindex as si
 from pcheckout.git.config import config_bool
+from pcheckout.git.indexformat import HASH_SIZES
 from pcheckout.git.lock import IndexLock
 from pcheckout.git.tree import Entry
 from pcheckout.write.engine import Outcome
@@ -126,6 +127,15 @@ def write_fresh_index(
     tree = _cache_tree(
         ctx, ((e.path, e.mode, fromhex(e.oid), False) for e in map(entries.__getitem__, order))
     )
+    # (git's first checkout starts an empty untracked cache where the config asks for one)
+    if ctx.repo.work_tree is not None:
+        tree += untracked.after_checkout(
+            None,
+            (),
+            work_tree=ctx.repo.work_tree,
+            config=ctx.config,
+            rawsz=HASH_SIZES[layout.hash_name],
+        )
     data = ix.encode_rows(
         rows(),
         n,
@@ -200,6 +210,9 @@ class KeptEntries(NamedTuple):
     recorded: list[ix.IndexEntry]  # recorded with the skip-worktree bit (outside the cone)
     version: int  # the version it is written in
     split: ix.SplitIndex | None = None  # the read index's tie to its shared index
+    #: the untracked cache's extension as git's checkout leaves it (git/untracked.py; b"":
+    #: none)
+    untracked: bytes = b""
 
 
 def write_switch_index(
@@ -230,17 +243,19 @@ def write_switch_index(
         tree = _cache_tree(
             ctx, ((e.path, e.mode, e.oid, bool(e.extended_flags & ita)) for e in entries)
         )
+    extensions = tree + kept.untracked  # (git's order: TREE, then UNTR)
     if si.wants_split(ctx.config, kept.split):
         linked = kept.split.linked if kept.split is not None else {}
         tied = {k: linked[k] for k in map(ix.sort_key, kept.keep) if k in linked}
-        _commit(ctx, si.encode_split(entries, kept.split, tied, ctx.config, layout, tree), lock)
+        split = si.encode_split(entries, kept.split, tied, ctx.config, layout, extensions)
+        _commit(ctx, split, lock)
         return
     data = ix.encode_index(
         entries,
         version=layout.version,
         hash_name=layout.hash_name,
         skip_hash=layout.skip_hash,
-        extensions=tree,
+        extensions=extensions,
     )
     _commit(ctx, data, lock)
 
