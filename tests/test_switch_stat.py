@@ -4,6 +4,7 @@ verify_uptodate): ``core.symlinks=false`` (a symlink checked out as a plain file
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from helpers import assert_same_as_git, clone_no_checkout, git, make_repo, write
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import DestinationError
+from pcheckout.git.index import read_index
 
 pytestmark = pytest.mark.usefixtures("writer")
 
@@ -97,3 +99,25 @@ def test_a_deleted_file_the_switch_changes_is_written_like_git(tmp_path: Path, r
     assert _git_switch(theirs, "v2").returncode == 0
     checkout(CheckoutOptions(directory=ours, rev="v2"))
     assert_same_as_git(ours, theirs)
+
+
+def test_a_racily_clean_kept_file_edited_in_the_index_second_stays_modified_as_in_git(
+    tmp_path: Path, repo: Path
+) -> None:
+    # A same-size edit within the second the index was written: its stat data (seconds)
+    # still matches the entry.  git's checkout writes such an entry with size 0, so the
+    # next status (the index is now from a later second) still sees the change.
+    ours, theirs = _pair(tmp_path, repo, {})
+    for w in (ours, theirs):
+        index = w / ".git" / "index"
+        entry = next(
+            e for e in read_index(index).entries if e.path == b"same.txt"
+        )  # (its recorded times)
+        (w / "same.txt").write_bytes(b"SAME\n")
+        seconds = entry.mtime_s + entry.mtime_ns / 1e9
+        os.utime(w / "same.txt", (seconds, seconds))
+        os.utime(index, (seconds, seconds))
+    assert _git_switch(theirs, "v2").returncode == 0
+    checkout(CheckoutOptions(directory=ours, rev="v2"))
+    assert git(theirs, "status", "--porcelain") == b" M same.txt\n"
+    assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")

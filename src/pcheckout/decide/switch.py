@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import NamedTuple
 
 from pcheckout.decide.hooks import after_checkout
@@ -37,6 +38,7 @@ from pcheckout.decide.worktree import (
     Look,
     dirty_paths,
     modified,
+    racily_clean_changed,
     refuse_untracked_in_the_way,
     stat_rules,
     stat_threads,
@@ -142,7 +144,7 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         index.split,
         index.untracked,
     )
-    return _plan(run, tables, plan.keep, split, facts)
+    return _plan(run, tables, _smudged(look, plan.keep), split, facts)
 
 
 def _leftovers(run: Run, look: Look, tables: _Tables) -> Leftovers:
@@ -171,6 +173,16 @@ def _finishing(merge: Merge, left: Leftovers, tables: _Tables) -> Merge:
     tracked = [p for p in sorted(ours) if p in tables.in_index or p in tables.target]
     change = [p for p in merge.change if p not in ours] + tracked
     return Merge(keep, change, [p for p in merge.refused if p not in ours])
+
+
+def _smudged(look: Look, keep: dict[bytes, ix.IndexEntry]) -> dict[bytes, ix.IndexEntry]:
+    """The kept entries as git writes them back: a racily clean one whose file changed
+    gets size 0 (``racily_clean_changed``), else the next ``git status``, reading an index
+    from a later second, would trust its stat data and miss the change."""
+    smudge = racily_clean_changed(look, list(keep.values()))
+    if not smudge:
+        return keep
+    return {p: replace(e, size=0) if p in smudge else e for p, e in keep.items()}
 
 
 def _cone(index: Mapping[bytes, ix.IndexEntry], sparsity: Sparsity | None) -> Cone:

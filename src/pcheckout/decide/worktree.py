@@ -39,6 +39,7 @@ __all__ = [
     "dirty_paths",
     "index_seconds",
     "modified",
+    "racily_clean_changed",
     "refuse_untracked_in_the_way",
     "stat_rules",
     "stat_threads",
@@ -140,6 +141,36 @@ def modified(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]:
         elif verdict is None:
             suspects.append(e)
     return dirty | _by_content(look, suspects)
+
+
+def racily_clean_changed(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]:
+    """Which of the ``entries`` a switch keeps git would smudge when it writes the index
+    (read-cache.c ce_smudge_racily_clean_entry): racily clean ones (modified in the index
+    file's second or later, a gitlink never) whose file still matches their stat data but
+    not their content.  git records them with size 0, so that the next ``git status``
+    sees the change once the new index is from a later second."""
+    index_mtime = index_seconds(look)
+    if not index_mtime:
+        return set()
+    racy = [e for e in entries if e.mode != MODE_GITLINK and e.mtime_s >= index_mtime]
+    if not racy:
+        return set()
+    stats = _lstat_many(look.root_b, [e.path for e in racy], look.threads)
+    same = [e for e, st in zip(racy, stats, strict=True) if _stat_matches(e, st, look.rules)]
+    return _by_content(look, same)
+
+
+def _stat_matches(e: ix.IndexEntry, st: os.stat_result | None, rules: StatRules) -> bool:
+    """read-cache.c ce_match_stat_basic finds nothing changed, as git is usually built
+    (without USE_NSEC: times in seconds; without USE_STDEV: no device)."""
+    if st is None or _kind_changed(e.mode, st.st_mode, rules):
+        return False
+    c_s, _c_ns, m_s, _m_ns, _dev, ino, uid, gid, size = ix.fields_of_stat(st)
+    if (e.mtime_s, e.size) != (m_s, size):
+        return False
+    if rules.check_stat and (e.ino, e.uid, e.gid) != (ino, uid, gid):
+        return False
+    return not (rules.check_stat and rules.trust_ctime and e.ctime_s != c_s)
 
 
 def index_seconds(look: Look) -> int:
