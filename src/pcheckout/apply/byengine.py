@@ -59,6 +59,7 @@ def _fresh(job: Job) -> Written:
         journal=job.journal,
         stat_threads=plan.workers.workers if plan.fs.latency_bound else 1,
         catfiles=job.catfiles,
+        lfs_read_ahead=plan.workers.workers if plan.fs.latency_bound else 0,
     )
     latency_bound = bool(plan.fs.latency_bound)
     if plan.collisions is not None:  # paths that fold together, on a destination that folds
@@ -121,7 +122,14 @@ def _switch(job: Job) -> Written:
     conversion = convert.plan_conversion(
         ctx, plan.tree, plan.entries, tree_entries=plan.tree_entries
     )
-    request = WriteRequest(plan.tree, plan.entries, plan.root, plan.workers, conversion=conversion)
+    request = WriteRequest(
+        plan.tree,
+        plan.entries,
+        plan.root,
+        plan.workers,
+        conversion=conversion,
+        lfs_read_ahead=plan.workers.workers if plan.fs.latency_bound else 0,
+    )
     outcome = write_tree(ctx, request)
     failed += submodules.move(ctx, plan.root, plan.submodules)
     write_switch_index(

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from pcheckout.errors import LfsError
@@ -220,6 +222,7 @@ def smudge_plan(
         plan.refusal = "lfs.storage names a home directory"
     todo = [i for i in candidates if local is None or local(entries[i].oid)]
     blobs = read_small_blobs(where.git, [entries[i].oid for i in todo])
+    pointers: list[tuple[int, Pointer]] = []  # the pointers whose object may be local
     for i in todo:
         data = blobs.get(entries[i].oid)
         ptr = parse_pointer(data) if data is not None else None
@@ -230,19 +233,53 @@ def smudge_plan(
         plan.files += 1
         if ptr.extensions or ptr.size == 0:
             continue
-        found = object_path(objects, ptr.oid) if objects is not None else None
-        try:
-            present = found is not None and os.stat(found).st_size == ptr.size
-        except OSError:
-            present = False
-        if present and found is not None:
+        pointers.append((i, ptr))
+    found = [object_path(objects, p.oid) for _i, p in pointers] if objects is not None else []
+    sizes = stat_sizes(found)
+    for k, (i, ptr) in enumerate(pointers):
+        present = objects is not None and sizes[k] == ptr.size
+        if present:
             if plan.refusal is None:
-                plan.local[i] = Smudge(found, ptr.size)
+                plan.local[i] = Smudge(found[k], ptr.size)
             plan.local_bytes += ptr.size
         else:
             plan.missing[i] = ptr
             plan.missing_bytes += ptr.size
     return plan
+
+
+#: :func:`stat_sizes` goes on in its thread while a chunk of this many stats averages
+#: under :data:`FAST_STAT_S` each (the kernel's cache, a local disk); past that each one
+#: waits on a server (a repository on NFS or FUSE) and the rest is spread over threads:
+#: one after the other, a checkout's 600 objects were ~1,500 LOOKUPs (aa/, bb/, the
+#: object) in a row on the 1 ms latency filesystem.
+STAT_CHUNK = 32
+FAST_STAT_S = 50e-6
+STAT_THREADS = 16
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def stat_sizes(paths: Sequence[str]) -> list[int | None]:
+    """Each path's size (None: no such file), in this thread while that is fast, else
+    over :data:`STAT_THREADS` threads."""
+    out: list[int | None] = []
+    while len(out) < len(paths):
+        t0 = time.perf_counter()
+        chunk = paths[len(out) : len(out) + STAT_CHUNK]
+        out += [_size(p) for p in chunk]
+        if time.perf_counter() - t0 > FAST_STAT_S * len(chunk):
+            break
+    rest = paths[len(out) :]
+    if rest:
+        with ThreadPoolExecutor(STAT_THREADS, thread_name_prefix="pcheckout-lfs") as pool:
+            out += pool.map(_size, rest, chunksize=max(1, len(rest) // (4 * STAT_THREADS)))
+    return out
 
 
 def lfs_remote(config: Mapping[str, str]) -> str | None:
@@ -278,12 +315,10 @@ def fetch_missing(git: Git, plan: LfsPlan, commit: str, remote: str) -> dict[int
     fetched: dict[int, Smudge] = {}
     if objects is None:
         return fetched
-    for i, ptr in list(plan.missing.items()):
-        found = object_path(objects, ptr.oid)
-        try:
-            if os.stat(found).st_size != ptr.size:
-                continue
-        except OSError:
+    todo = list(plan.missing.items())
+    paths = [object_path(objects, ptr.oid) for _i, ptr in todo]
+    for (i, ptr), found, size in zip(todo, paths, stat_sizes(paths), strict=True):
+        if size != ptr.size:
             continue
         del plan.missing[i]
         plan.missing_bytes -= ptr.size

@@ -34,6 +34,7 @@ from pcheckout.git.odb import LooseObjects
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import Entry
 from pcheckout.write.journal import Journal
+from pcheckout.write.lfsread import ReadAhead, interleaved
 from pcheckout.write.worker import Stop, Worker, WorkerStats
 
 #: Batch bounds.  Batches are cut so each allowed worker gets several
@@ -69,6 +70,8 @@ class EngineOptions:
     overwrite: bool = False  # replace what is in the way (resume, --force)
     journal: Journal | None = None  # records each completed entry (write/journal.py)
     loose: LooseObjects | None = None  # blobs the workers read themselves (git/odb.py)
+    #: threads reading the local LFS objects ahead of the writers (write/lfsread.py); 0: none
+    lfs_read_ahead: int = 0
 
 
 class Progress(NamedTuple):
@@ -114,6 +117,7 @@ class Engine:
         self.dest = Destination(opts.root, overwrite=opts.overwrite, symlinks=opts.symlinks)
         self.journal = opts.journal
         self.loose = opts.loose
+        self.lfs_reads: ReadAhead | None = None  # started by run() (write/lfsread.py)
         #: Set on the first failure or an interrupt: every worker stops.
         self.stopping = threading.Event()
         self._error: BaseException | None = None
@@ -167,6 +171,7 @@ class Engine:
         if nworkers == 0:
             self._done.set()
         conversions, nul = self.opts.conversions, self.opts.nul_requests
+        self.lfs_reads = self._read_ahead()
         for i in range(nworkers):
             worker = Worker(self, i, self.worker_stats[i], conversions=conversions, nul=nul)
             t = threading.Thread(
@@ -190,6 +195,9 @@ class Engine:
                 with contextlib.suppress(RuntimeError):
                     t.join(5)
             raise
+        finally:
+            if self.lfs_reads is not None:
+                self.lfs_reads.close()
         if self._error is not None:
             raise self._error
         files, nbytes = self.progress()
@@ -202,6 +210,24 @@ class Engine:
             workers_used=nworkers,
             limit_history=self.limit_history,
         )
+
+    def _read_ahead(self) -> ReadAhead | None:
+        """The local LFS objects read ahead of the writers, in the order their regions
+        reach them (``write/lfsread.py``), where the options ask for it."""
+        conversions = self.opts.conversions
+        if not self.opts.lfs_read_ahead or conversions is None:
+            return None
+        skip = self.skip
+        smudges = {
+            i: c.lfs
+            for i, c in enumerate(conversions)
+            if c is not None and c.lfs is not None and (skip is None or not skip[i])
+        }
+        if not smudges:
+            return None
+        regions = [[i for i in range(a, b) if i in smudges] for a, b in self._ranges]
+        order = interleaved(regions)
+        return ReadAhead(smudges, order, self.opts.lfs_read_ahead).start()
 
     # -- work distribution ----------------------------------------------------
     def _batch_size(self, limit: int) -> int:

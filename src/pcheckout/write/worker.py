@@ -42,6 +42,7 @@ from pcheckout.git.odb import LooseObject, LooseObjects
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
 from pcheckout.write.journal import Journal
+from pcheckout.write.lfsread import ReadAhead
 
 #: A worker whose cat-file process dies is given a fresh one this many times
 #: before the checkout stops (a crash that repeats is not a fluke).
@@ -92,6 +93,8 @@ class Pool(Protocol):
     def batch(self) -> int: ...  # entries per batch now (a new limit changes it)
     @property
     def stopping(self) -> threading.Event: ...  # set when the run must stop
+    @property
+    def lfs_reads(self) -> ReadAhead | None: ...  # LFS objects read ahead (write/lfsread.py)
 
     def take(self, wid: int) -> range | None:
         """The next batch for worker ``wid``; None when all is handed out (raises Stop)."""
@@ -130,6 +133,7 @@ class Worker:
         self.dest = pool.dest
         self.journal = pool.journal
         self.loose = pool.loose
+        self.reads = pool.lfs_reads
         self.cf: CatFile | None = None  # plain cat-file --batch, started when first needed
         self.plain: CatFile | None = None  # cat-file --filters, for the entries git converts
         #: plain cat-file --batch asked again for a streamed file's blob, while it is retried
@@ -211,6 +215,8 @@ class Worker:
                 if batch is None:
                     self.exhausted = True
                     break
+                if self.reads is not None:
+                    self.reads.want(batch)
             i = batch[pos]
             pos += 1
             if skip is not None and skip[i]:
@@ -450,8 +456,10 @@ class Worker:
         the object's bytes as one more plain file."""
         try:
             if smudge.size <= SMALL_BLOB:
-                with open(smudge.path, "rb") as f:
-                    data = f.read()
+                data = self.reads.take(i) if self.reads is not None else None
+                if data is None:
+                    with open(smudge.path, "rb") as f:
+                        data = f.read()
                 if len(data) != smudge.size:
                     raise OSError(0, f"holds {len(data)} bytes, not {smudge.size}")
                 packed = self.dest.write_file(e.path, e.mode, data)

@@ -67,6 +67,9 @@ class WriteRequest:
     positions: Sequence[int] | None = None
     #: plain cat-files started ahead of the writers (checkout.py); the first round takes them
     catfiles: Prestarted | None = None
+    #: threads reading the local LFS objects ahead of the writers (a latency-bound
+    #: repository: ``write/lfsread.py``); 0: each writer reads its own
+    lfs_read_ahead: int = 0
 
 
 def write_tree(ctx: Context, req: WriteRequest) -> Outcome:
@@ -143,6 +146,7 @@ def _engine_options(ctx: Context, req: WriteRequest, before: _Before, adapt: boo
         overwrite=before.overwrite,
         journal=req.journal,
         loose=_loose_objects(ctx, plan.workers),
+        lfs_read_ahead=req.lfs_read_ahead if conv.lfs is not None and conv.lfs.local else 0,
     )
 
 
