@@ -21,6 +21,7 @@ from lfshelp import (
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import PcheckoutError
+from pcheckout.git import lfs
 from pcheckout.options import Result
 
 pytestmark = [needs_lfs, pytest.mark.usefixtures("writer")]
@@ -281,10 +282,12 @@ def _file_clone(src: Path, dest: Path) -> Path:
     return dest
 
 
-def test_missing_objects_fetched_in_one_batch(
+def test_missing_objects_fetched_in_a_few_batches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
 ) -> None:
-    files = lfs_files(6)
+    """A few git lfs fetch processes, whatever the count of objects (lfs.FETCHERS), each
+    for a list of the missing paths, while the rest is written."""
+    files = lfs_files(12)
     src = lfs_repo(tmp_path, files)
     theirs = _file_clone(src, tmp_path / "theirs")
     git(theirs, "checkout", "-q", "-f", "main")
@@ -294,10 +297,34 @@ def test_missing_objects_fetched_in_one_batch(
     if writer == "git":  # git runs git-lfs, which fetches
         return
     count = sum(1 for p, v in files.items() if p.endswith(b".bin") and v)
-    assert result.lfs_fetches == 1
+    assert result.lfs_fetches == lfs.FETCHERS < count
     assert (result.lfs_local, result.lfs_missing) == (count, 0)
     assert result.lfs_fetched_bytes == sum(len(v) for p, v in files.items() if p.endswith(b".bin"))
     assert (ours / "big/large.bin").read_bytes() == files[b"big/large.bin"]
+
+
+def test_switch_fetches_the_missing_objects_in_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    """A switch's changed LFS files whose objects are behind the remote: fetched by one
+    git lfs fetch per --include list (here one per path), not one download per file."""
+    files = lfs_files(4)
+    src = lfs_repo(tmp_path, files)
+    git(src, "checkout", "-q", "-b", "two")
+    (src / "d1/blob01.bin").write_bytes(b"changed\n" * 999)
+    (src / "new.bin").write_bytes(b"new\n" * 5000)
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "two")
+    git(src, "checkout", "-q", "main")
+    theirs = _file_clone(src, tmp_path / "theirs")
+    git(theirs, "checkout", "-q", "-f", "main")
+    git(theirs, "checkout", "-q", "two")
+    ours = _file_clone(src, tmp_path / "ours")
+    _ours(ours, monkeypatch)
+    result = _ours(ours, monkeypatch, rev="two")
+    _same(ours, theirs)
+    if writer == "pcheckout":
+        assert (result.lfs_local, result.lfs_missing, result.lfs_fetches) == (2, 0, 2)
 
 
 def test_unreachable_lfs_server_writes_nothing(
@@ -313,8 +340,43 @@ def test_unreachable_lfs_server_writes_nothing(
     message = str(info.value)
     assert "\n" not in message
     assert "cannot fetch 4 Git LFS objects from 'origin'" in message
-    assert not (ours / ".git/index").exists()
-    assert not (ours / "d0").exists()
+    assert not (ours / ".git/index").exists()  # what was written meanwhile: not recorded
+    assert not (ours / "d0/blob00.bin").exists()
+    # the server back: the same command finishes the checkout
+    git(ours, "config", "remote.origin.url", src.as_uri())
+    _ours(ours, monkeypatch)
+    theirs = _file_clone(src, tmp_path / "theirs")
+    git(theirs, "checkout", "-q", "-f", "main")
+    _same(ours, theirs)
+
+
+def test_paths_that_are_patterns_fetch_the_whole_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A path --include would read as a pattern (a comma, a glob character): one fetch of
+    the commit's objects, as git lfs pull fetches them."""
+    files = lfs_files(3)
+    files[b"d0/a,b [x].bin"] = os.urandom(3000)
+    src = lfs_repo(tmp_path, files)
+    theirs = _file_clone(src, tmp_path / "theirs")
+    git(theirs, "checkout", "-q", "-f", "main")
+    ours = _file_clone(src, tmp_path / "ours")
+    result = _ours(ours, monkeypatch)
+    _same(ours, theirs)
+    assert (result.lfs_fetches, result.lfs_missing) == (1, 0)
+
+
+def test_include_lists() -> None:
+    assert lfs.include_lists([b"a/x.bin", b"b/y.bin", b"c.bin"], 2) == ["a/x.bin", "b/y.bin,c.bin"]
+    assert lfs.include_lists([b"a.bin"], 4) == ["a.bin"]
+    assert lfs.include_lists([], 4) == []
+    for odd in (b"a,b.bin", b"a*.bin", b"a b.bin", b"[a].bin", b"\xff.bin", b"!a.bin"):
+        assert lfs.include_lists([b"a.bin", odd], 4) is None
+    long = [b"d/%06d.bin" % i for i in range(30000)]  # 360 KiB of names: more lists
+    lists = lfs.include_lists(long, 4)
+    assert lists is not None and len(lists) > 4
+    assert all(len(x) <= lfs.INCLUDE_BYTES for x in lists)
+    assert ",".join(lists).split(",") == [p.decode() for p in long]
 
 
 def test_pcheckout_clone_fetches_lfs_objects(tmp_path: Path) -> None:

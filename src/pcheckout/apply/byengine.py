@@ -14,7 +14,9 @@ index from the writers' stat data.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from collections.abc import Sequence
 
 from pcheckout.apply import collided, submodules
 from pcheckout.apply.exported import filters_git, substituted
@@ -23,10 +25,12 @@ from pcheckout.context import Context
 from pcheckout.git import convert, lfs
 from pcheckout.git.promisor import Fetched
 from pcheckout.git.promisor import fetch as fetch_blobs
+from pcheckout.git.tree import Entry
 from pcheckout.write import partial
+from pcheckout.write.engine import Outcome
 from pcheckout.write.indexout import settles_index, write_fresh_index, write_switch_index
 from pcheckout.write.remove import delete_parallel, remove_empty_dirs
-from pcheckout.write.worktree import WriteRequest, write_tree
+from pcheckout.write.worktree import WriteRequest, merge_outcomes, write_tree
 
 __all__ = ["write"]
 
@@ -47,7 +51,11 @@ def _fresh(job: Job) -> Written:
     ctx, plan = job.ctx, job.plan
     assert plan.conversion is not None
     sel = plan.selection if plan.selection is not None else partial.select(ctx, plan.entries, None)
-    _fetch_lfs(ctx, plan.conversion, plan.commit)
+    lfs_fetch = None
+    if plan.collisions is None:  # fetched while the rest is written
+        lfs_fetch = _start_lfs_fetch(ctx, plan.conversion, plan.entries, plan.commit)
+    else:  # (rounds of their own: fetched first)
+        _fetch_lfs(ctx, plan.conversion, plan.commit)
     request = WriteRequest(
         plan.tree,
         plan.entries,
@@ -64,6 +72,8 @@ def _fresh(job: Job) -> Written:
     latency_bound = bool(plan.fs.latency_bound)
     if plan.collisions is not None:  # paths that fold together, on a destination that folds
         outcome, fetched = collided.write_rounds(ctx, request, sel, plan.collisions, latency_bound)
+    elif lfs_fetch is not None:
+        outcome, fetched = _write_while_lfs_fetches(ctx, request, sel, lfs_fetch, latency_bound)
     else:  # (partial.write_selected looked up when called: tests wrap it)
         outcome, fetched = partial.write_selected(ctx, request, sel, latency_bound=latency_bound)
     if job.journal is not None:
@@ -107,6 +117,74 @@ def _fetch_lfs(ctx: Context, conversion: convert.ConversionPlan, commit: str | N
     conversion.smudge_here(lfs.fetch_missing(ctx.git, plan, commit, remote))
 
 
+def _start_lfs_fetch(
+    ctx: Context, conversion: convert.ConversionPlan, entries: Sequence[Entry], commit: str | None
+) -> lfs.Fetch | None:
+    """The Git LFS objects the checkout misses, fetched on background threads while
+    everything else is written (``git/lfs.py`` Fetch); None where there is nothing to
+    fetch here (without a commit or a remote git-lfs's filter fetches them, one file at
+    a time, as before)."""
+    plan = conversion.lfs
+    if plan is None or not plan.missing or commit is None or plan.refusal is not None:
+        return None
+    remote = lfs.lfs_remote(ctx.config)
+    if remote is None:
+        return None
+    paths = {i: entries[i].path for i in plan.missing}
+    return lfs.Fetch(ctx.git, plan, paths, commit, remote).start()
+
+
+def _write_while_lfs_fetches(
+    ctx: Context,
+    request: WriteRequest,
+    sel: partial.Selection,
+    fetch: lfs.Fetch,
+    latency_bound: bool,
+) -> tuple[Outcome, Fetched]:
+    """Everything but the entries whose LFS object is being fetched, then, round after
+    round, those whose fetch ended meanwhile (written from the local store like the
+    others), and last any a fetch did not bring (git-lfs's filter decides).  A failed
+    fetch raises after the round being written: no index records the checkout (a run of
+    the same command after the server is back finishes it)."""
+    conversion = request.conversion
+    waiting = set(fetch.plan.missing)
+    first = dataclasses.replace(sel, wanted=[i for i in sel.wanted if i not in waiting])
+    # (a resume's later rounds replace what the interrupted run left of their files)
+    again = dataclasses.replace(
+        request, resume=False, overwrite=request.overwrite or request.resume, catfiles=None
+    )
+    wanted = set(sel.wanted)
+    stats: list[bytes | None] = [None] * len(request.entries)
+    outcomes: list[Outcome] = []
+
+    def write(req: WriteRequest, part: partial.Selection) -> Fetched:
+        out, fetched = partial.write_selected(ctx, req, part, latency_bound=latency_bound)
+        outcomes.append(out)
+        for i, st in enumerate(out.stats):
+            if st is not None:
+                stats[i] = st
+        return fetched
+
+    try:
+        fetched = write(request, first)
+        finished = False
+        while not finished:
+            got, finished = fetch.landed()
+            conversion.smudge_here(got)
+            rest = sorted(i for i in got if i in wanted)
+            if rest:
+                write(again, partial.Selection(rest, sel.skip_worktree))
+                waiting.difference_update(rest)
+    except BaseException:
+        fetch.kill()
+        raise
+    conversion.smudge_here(fetch.wait())  # (all ended: what a list brought beyond its own)
+    rest = sorted(i for i in waiting if i in wanted)
+    if rest:
+        write(again, partial.Selection(rest, sel.skip_worktree))
+    return merge_outcomes(stats, outcomes), fetched
+
+
 def _switch(job: Job) -> Written:
     """A switch: fetch, delete, write, then the index beside the kept entries."""
     ctx, plan = job.ctx, job.plan
@@ -122,6 +200,13 @@ def _switch(job: Job) -> Written:
     conversion = convert.plan_conversion(
         ctx, plan.tree, plan.entries, tree_entries=plan.tree_entries
     )
+    lfs_fetch = _start_lfs_fetch(ctx, conversion, plan.entries, plan.commit)
+    if lfs_fetch is not None:  # the changed LFS files' missing objects, in a few batches
+        try:
+            conversion.smudge_here(lfs_fetch.wait())
+        except BaseException:
+            lfs_fetch.kill()
+            raise
     request = WriteRequest(
         plan.tree,
         plan.entries,

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -294,6 +296,159 @@ def lfs_remote(config: Mapping[str, str]) -> str | None:
     return names[0] if len(names) == 1 else None
 
 
+#: Concurrent ``git lfs fetch`` processes for one checkout's missing objects.  One
+#: fetch moves its objects through ``lfs.concurrenttransfers`` (8) transfers, but each
+#: object it writes into the store is several round trips of its own (a temporary file,
+#: its writes, the rename, the directories) where the repository is on a network mount.
+FETCHERS = 4
+#: Paths per ``--include`` list at most: one argument stays far below the kernel's
+#: 128 KiB limit on a single argument.
+INCLUDE_BYTES = 64 * 1024
+#: Characters that make a path a pattern in ``--include`` (git-lfs's filepathfilter
+#: globs, its comma list) or that a literal path cannot say there.
+_PATTERN_CHARS = re.compile(r"[*?\[\],\\!#{}\s]")
+
+
+def include_lists(paths: Sequence[bytes], fetchers: int = FETCHERS) -> list[str] | None:
+    """The missing objects' paths in up to ``fetchers`` ``--include`` lists (more where one
+    would be longer than :data:`INCLUDE_BYTES`), each a run of neighbouring paths; None
+    where a path cannot be said literally there (one fetch of the whole commit then)."""
+    names: list[str] = []
+    for p in paths:
+        try:
+            name = p.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if _PATTERN_CHARS.search(name):
+            return None
+        names.append(name)
+    if not names:
+        return []
+    total = sum(len(n) + 1 for n in names)
+    parts = max(1, min(fetchers, len(names)), -(-total // INCLUDE_BYTES))
+    return [
+        ",".join(names[len(names) * j // parts : len(names) * (j + 1) // parts])
+        for j in range(parts)
+    ]
+
+
+class Fetch:
+    """The objects ``plan`` misses, fetched by ``git lfs fetch <remote> <commit>`` (what
+    ``git lfs pull`` fetches, in git-lfs's own batches) on background threads while the
+    writers write everything else: one process per ``--include`` list of the missing
+    paths, :data:`FETCHERS` at a time (one of the whole commit where the paths cannot be
+    listed).  :meth:`landed` hands over the entries of each fetch that ended, whose
+    object is in the local store now, to be written from it; a failed fetch is one line
+    naming the remote and the count of objects still missing."""
+
+    def __init__(
+        self, git: Git, plan: LfsPlan, paths: Mapping[int, bytes], commit: str, remote: str
+    ) -> None:
+        self.git = git
+        self.plan = plan
+        self.remote = remote
+        base = ["lfs", "fetch", remote, commit]
+        order = sorted(plan.missing, key=lambda i: paths[i])
+        lists = include_lists([paths[i] for i in order])
+        self.commands: list[tuple[list[str], list[int]]] = []
+        if lists is None:
+            self.commands.append((base, order))
+        else:
+            k = 0
+            for names in lists:
+                n = names.count(",") + 1
+                self.commands.append(([*base, "--include", names], order[k : k + n]))
+                k += n
+        self._cv = threading.Condition()
+        self._todo = list(range(len(self.commands)))
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._ended: list[int] = []  # commands that ended well, not yet handed over
+        self._running = 0
+        self._errors: list[bytes] = []
+        self._stopped = False
+        self._threads = [
+            threading.Thread(target=self._run, name=f"pcheckout-lfs-fetch{k}", daemon=True)
+            for k in range(min(FETCHERS, len(self.commands)))
+        ]
+        self._running = len(self._threads)
+
+    def start(self) -> Fetch:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cv:
+                    if self._stopped or not self._todo or self._errors:
+                        return
+                    k = self._todo.pop(0)
+                    proc = self.git.popen(
+                        self.commands[k][0],
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.PIPE,
+                    )
+                    self._procs.append(proc)
+                _out, err = proc.communicate()
+                with self._cv:
+                    self.plan.fetches += 1
+                    if proc.returncode != 0:
+                        if not self._stopped:
+                            self._errors.append(err)
+                    else:
+                        self._ended.append(k)
+                    self._cv.notify_all()
+        finally:
+            with self._cv:
+                self._running -= 1
+                self._cv.notify_all()
+
+    def landed(self) -> tuple[dict[int, Smudge], bool]:
+        """Wait for a fetch to end; the entries whose object it brought (moved to
+        ``plan.local``), and whether every fetch has ended.  Raises LfsError once one
+        failed (the others stopped)."""
+        with self._cv:
+            while not self._ended and not self._errors and self._running:
+                self._cv.wait()
+            ended, self._ended = self._ended, []
+            failed, finished = bool(self._errors), not self._running
+        if failed:
+            self.kill()
+            n = len(self.plan.missing)
+            raise LfsError(
+                f"cannot fetch {n} Git LFS object{'s' if n != 1 else ''} from '{self.remote}'",
+                cmd=self.git.argv(self.commands[0][0]),
+                stderr=self._errors[0],
+            )
+        got = [i for k in ended for i in self.commands[k][1]]
+        return _landed(self.plan, got), finished
+
+    def kill(self) -> None:
+        """Stop fetching (a fetch or the writes failed, or an interruption)."""
+        with self._cv:
+            self._stopped = True
+            for proc in self._procs:
+                if proc.poll() is None:
+                    proc.kill()
+        for t in self._threads:
+            if t.is_alive():
+                t.join()
+        for proc in self._procs:
+            proc.wait()
+
+    def wait(self) -> dict[int, Smudge]:
+        """Wait for every fetch; the entries whose object is local now (raises LfsError)."""
+        got: dict[int, Smudge] = {}
+        finished = False
+        while not finished:
+            more, finished = self.landed()
+            got.update(more)
+        got.update(_landed(self.plan, list(self.plan.missing)))  # (a list can match more)
+        return got
+
+
 def fetch_missing(git: Git, plan: LfsPlan, commit: str, remote: str) -> dict[int, Smudge]:
     """The objects ``plan`` misses, fetched by one ``git lfs fetch <remote> <commit>`` (what
     ``git lfs pull`` fetches: every object of the commit's tree, in git-lfs's batches);
@@ -311,11 +466,17 @@ def fetch_missing(git: Git, plan: LfsPlan, commit: str, remote: str) -> dict[int
         what=f"cannot fetch {n} Git LFS object{'s' if n != 1 else ''} from '{remote}'",
     )
     plan.fetches += 1
+    return _landed(plan, list(plan.missing))
+
+
+def _landed(plan: LfsPlan, indexes: Sequence[int]) -> dict[int, Smudge]:
+    """The entries among ``indexes`` of ``plan.missing`` whose object is in the local
+    store now (moved to ``plan.local``)."""
     objects = plan.objects
     fetched: dict[int, Smudge] = {}
     if objects is None:
         return fetched
-    todo = list(plan.missing.items())
+    todo = [(i, plan.missing[i]) for i in indexes if i in plan.missing]
     paths = [object_path(objects, ptr.oid) for _i, ptr in todo]
     for (i, ptr), found, size in zip(todo, paths, stat_sizes(paths), strict=True):
         if size != ptr.size:
