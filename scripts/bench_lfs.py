@@ -3,7 +3,8 @@
 Builds an LFS tree (about half the files in LFS, 5-50 KiB, and a few of several MiB) and the
 same bytes committed as plain files, both packed, under --work (tmpfs by default); then for
 each destination (tmpfs, and a latencyfs mount at --latency-ms over a directory of --work),
-times fresh checkouts of a --no-checkout clone:
+times fresh checkouts of a --no-checkout clone, the rows interleaved round after round
+(medians of --runs):
 
 * ``present``: the LFS objects copied into the clone's store first;
 * ``missing``: the objects behind the clone's ``file://`` remote (git-lfs's standalone file
@@ -93,7 +94,9 @@ def _clone(env: dict[str, str], src: Path, dest: Path, lfs: bool, objects: bool)
         shutil.copytree(src / ".git/lfs/objects", dest / ".git/lfs/objects")
 
 
-def _rows(workers: list[int], lfs: bool, missing: bool) -> dict[str, list[str]]:
+def _rows(
+    workers: list[int], lfs: bool, missing: bool, baseline: str | None = None
+) -> dict[str, list[str]]:
     """Row name -> the command run in the clone."""
     py = sys.executable
     rows = {"git default": ["git", "checkout", "-q", "-f", "main"]}
@@ -113,26 +116,38 @@ def _rows(workers: list[int], lfs: bool, missing: bool) -> dict[str, list[str]]:
             "-c",
             "GIT_LFS_SKIP_SMUDGE=1 git checkout -q -f main && git lfs pull",
         ]
+        # not a checkout: git-lfs's transfer alone, into the store on the destination
+        rows["git lfs fetch"] = ["git", "lfs", "fetch", "origin", "main"]
     rows["pcheckout"] = [py, "-m", "pcheckout", "checkout", "-q"]
+    if baseline is not None:  # another tree's pcheckout (its src directory), same command
+        rows["pcheckout baseline"] = ["env", f"PYTHONPATH={baseline}", *rows["pcheckout"]]
     return rows
 
 
 def _case(
     env: dict[str, str], src: Path, dest: Path, case: str, args: argparse.Namespace
 ) -> dict[str, float]:
+    """Each row's median over ``args.runs`` rounds, the rows interleaved within a round."""
     lfs, missing = case != "plain", case == "missing"
-    out: dict[str, float] = {}
-    for row, cmd in _rows([int(w) for w in args.workers.split(",")], lfs, missing).items():
-        times = []
-        for _ in range(args.runs):
+    workers = [int(w) for w in args.workers.split(",") if w]
+    rows = _rows(workers, lfs, missing, args.baseline)
+    if args.rows:
+        keep = args.rows.split(",")
+        rows = {k: v for k, v in rows.items() if k in keep}
+    times: dict[str, list[float]] = {row: [] for row in rows}
+    for _ in range(args.runs):
+        for row, cmd in rows.items():
             _clone(env, src, dest, lfs, objects=not missing)
             subprocess.run(["sync"], check=False)
             t = benchlib.run_timed(cmd, env, cwd=dest)
             if t.returncode != 0:
                 raise SystemExit(f"{row} failed: {t.stderr_tail}")
-            times.append(t.seconds)
-        out[row] = statistics.median(times)
-        print(f"{args.where:8} {case:8} {row:18} {out[row]:8.3f} s", flush=True)
+            times[row].append(t.seconds)
+    out: dict[str, float] = {}
+    for row, ts in times.items():
+        out[row] = statistics.median(ts)
+        spread = f"{min(ts):.3f}-{max(ts):.3f}"
+        print(f"{args.where:8} {case:8} {row:18} {out[row]:8.3f} s  ({spread})", flush=True)
     return out
 
 
@@ -146,6 +161,8 @@ def main() -> int:
     ap.add_argument("--latency-ms", type=float, default=1.0)
     ap.add_argument("--dests", default="tmpfs,latencyfs")
     ap.add_argument("--cases", default="present,missing,plain")
+    ap.add_argument("--baseline", help="also time the pcheckout of this src directory")
+    ap.add_argument("--rows", default="", help="only these rows (e.g. 'git workers=32,pcheckout')")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
