@@ -394,9 +394,10 @@ def test_pcheckout_clone_fetches_lfs_objects(tmp_path: Path) -> None:
     proc = run_cli("clone", "--json", *config, src.as_uri(), str(tmp_path / "ours"), env=env)
     assert proc.returncode == 0, proc.stderr
     _same(tmp_path / "ours", theirs)
-    lfs = json.loads(proc.stdout)["checkout"]["lfs"]
-    assert (lfs["fetches"], lfs["missing"]) == (1, 0)
-    assert lfs["local"] == lfs["files"] > 0
+    got = json.loads(proc.stdout)["checkout"]["lfs"]
+    # the missing objects in lfs.FETCHERS concurrent fetches (fewer for fewer files)
+    assert (got["fetches"], got["missing"]) == (min(lfs.FETCHERS, got["files"]), 0)
+    assert got["local"] == got["files"] > 0
 
 
 def _hooks(repo: Path) -> dict[str, bytes]:
