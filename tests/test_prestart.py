@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import random
 import subprocess
 import threading
 import time
@@ -202,3 +203,43 @@ def test_a_blobless_clone_starts_nothing_ahead(src: Path, tmp_path: Path) -> Non
     assert "pcheckout-prestart" not in [t for t, _ in rec.plain()]
     assert all(p.poll() is not None for _, p in rec.plain())
     assert_same_as_git(ours, theirs)
+
+
+def _four_writers_at_once(g: Git, rng: random.Random) -> Recorder:
+    """Four writers take from a pool of four whose cat-files start after random delays;
+    each starts its own where the pool says so.  What was started, all now killed."""
+    rec = Recorder()
+    delays = [rng.uniform(0, 0.02) for _ in range(8)]
+
+    def spawn(argv: list[str], **kw: Any) -> subprocess.Popen[bytes]:
+        time.sleep(delays.pop() if delays else 0)
+        return rec(argv, **kw)
+
+    pool = Prestarted(g, 4, spawn=spawn)
+    taken: list[CatFile] = []
+
+    def writer() -> None:
+        cf = pool.take(g)
+        taken.append(cf if cf is not None else CatFile(g, spawn=spawn, name="own"))
+
+    writers = [threading.Thread(target=writer) for _ in range(4)]
+    time.sleep(rng.uniform(0, 0.02))
+    for t in writers:
+        t.start()
+        time.sleep(rng.uniform(0, 0.005))
+    for t in writers:
+        t.join(10)
+    pool.close()
+    assert len(taken) == 4
+    for cf in taken:
+        cf.kill()
+    return rec
+
+
+def test_writers_taking_at_once_never_start_more_than_the_count(src: Path) -> None:
+    # A writer that comes while another waits for the one being started, just after a
+    # ready one appeared, takes the ready one or waits: it never starts a fifth of four.
+    g = Git(src, version=(*MIN_GIT, 0))
+    rng = random.Random(7)
+    for _ in range(25):
+        assert len(_four_writers_at_once(g, rng).plain()) == 4

@@ -386,7 +386,7 @@ class Prestarted:
         self._lock = threading.Condition()
         self._left = count  # still to be started, here or by a writer
         self._starting = False  # one is being started here
-        self._claimed = 0  # writers waiting for it, or for a ready one it became (0 or 1)
+        self._claimed = 0  # a writer waits for it (0 or 1)
         self._closed = False
         self._thread = threading.Thread(
             target=self._start, args=(git, spawn), name="pcheckout-prestart", daemon=True
@@ -428,16 +428,19 @@ class Prestarted:
         if git.argv([]) != self._git.argv([]) or git.env != self._git.env:
             return None
         with self._lock:
-            if not self._ready and self._starting and not self._claimed:
-                # (the one being started is nobody else's: wait for it)
+            while True:
+                if self._ready:
+                    return self._ready.pop()
+                if not (self._starting and not self._claimed):
+                    break
+                # (the one being started is nobody else's: wait for it; should a writer
+                # that came later take it first, wait for the next or start one's own)
                 self._claimed += 1
                 try:
                     while not self._ready and self._starting:
                         self._lock.wait()
                 finally:
                     self._claimed -= 1
-            if len(self._ready) > self._claimed:
-                return self._ready.pop()
             if self._left > 0:
                 self._left -= 1  # (the writer starts its own: one fewer here)
             return None
