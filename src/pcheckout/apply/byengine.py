@@ -28,7 +28,7 @@ from pcheckout.git.promisor import fetch as fetch_blobs
 from pcheckout.git.tree import Entry
 from pcheckout.write import partial
 from pcheckout.write.engine import Outcome
-from pcheckout.write.indexout import settles_index, write_fresh_index, write_switch_index
+from pcheckout.write.indexout import settle, write_fresh_index, write_switch_index
 from pcheckout.write.remove import delete_parallel, remove_empty_dirs
 from pcheckout.write.worktree import WriteRequest, merge_outcomes, write_tree
 
@@ -82,11 +82,12 @@ def _fresh(job: Job) -> Written:
     if lfs_plan is not None and (lfs_plan.local or lfs_plan.plain):
         lfs.install_hooks(ctx.git, ctx.repo, ctx.config)  # (as git-lfs's filter would)
     failed = submodules.move(ctx, plan.root, plan.submodules)
+    settle(plan.fs, outcome)
     write_fresh_index(
         ctx,
         plan.entries,
         outcome,
-        settle=settles_index(plan.fs),
+        tree=plan.tree,
         skip_worktree=sel.skip_worktree,
         lock=job.lock,
     )
@@ -217,9 +218,8 @@ def _switch(job: Job) -> Written:
     )
     outcome = write_tree(ctx, request)
     failed += submodules.move(ctx, plan.root, plan.submodules)
-    write_switch_index(
-        ctx, plan.entries, outcome, plan.kept, settle=settles_index(plan.fs), lock=job.lock
-    )
+    settle(plan.fs, outcome)
+    write_switch_index(ctx, plan.entries, outcome, plan.kept, tree=plan.tree, lock=job.lock)
     return Written(
         len(plan.entries),
         outcome.bytes,

@@ -53,6 +53,13 @@ def settles_index(fs: FsInfo) -> bool:
     return kind in SETTLE_KINDS
 
 
+def settle(fs: FsInfo, outcome: Outcome) -> None:
+    """Wait out the writes' racy timestamps before their index is written, where
+    ``fs`` asks for it (:func:`settles_index`)."""
+    if settles_index(fs):
+        settle_racy_timestamps(outcome.stats, outcome.seconds)
+
+
 def settle_racy_timestamps(stats: Sequence[bytes | None], elapsed: float = float("inf")) -> float:
     """Sleep into the next second if many entries share the current one and the
     wait is small next to ``elapsed`` (the writing time); return the seconds slept."""
@@ -90,12 +97,13 @@ def write_fresh_index(
     entries: Sequence[Entry],
     outcome: Outcome,
     *,
-    settle: bool,
+    tree: str,
     skip_worktree: Sequence[bool] | None = None,
     lock: IndexLock | None = None,
 ) -> None:
-    """The index for a fresh checkout, encoded straight from entries and stat data,
-    committed through ``lock`` (held since the run began) if given.  Entries
+    """The index for a fresh checkout of ``tree`` (its id), encoded straight from its
+    entries and stat data (their racy timestamps settled: :func:`settle`), committed
+    through ``lock`` (held since the run began) if given.  Entries
     flagged in ``skip_worktree`` (outside a sparse checkout, not written) get
     git's skip-worktree bit; the index is then version 3 (or stays 4)."""
     stats = outcome.stats
@@ -119,17 +127,17 @@ def write_fresh_index(
                 raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
             yield e.path, index_fields(e, packed), 0, 0
 
-    if settle:
-        settle_racy_timestamps(stats, outcome.seconds)
     layout = _layout(ctx, index_version(ctx.config, ctx.environ))
     split = si.wants_split(ctx.config, None)
     fromhex = bytes.fromhex
-    tree = _cache_tree(
-        ctx, ((e.path, e.mode, fromhex(e.oid), False) for e in map(entries.__getitem__, order))
+    extensions = _cache_tree(
+        ctx,
+        ((e.path, e.mode, fromhex(e.oid), False) for e in map(entries.__getitem__, order)),
+        tree,
     )
     # (git's first checkout starts an empty untracked cache where the config asks for one)
     if ctx.repo.work_tree is not None:
-        tree += untracked.after_checkout(
+        extensions += untracked.after_checkout(
             None,
             (),
             work_tree=ctx.repo.work_tree,
@@ -144,20 +152,22 @@ def write_fresh_index(
             layout.hash_name,
             skip_hash=layout.skip_hash and not split,
             extended=skip is not None,
-            extensions=b"" if split else tree,
+            extensions=b"" if split else extensions,
         ),
     )
-    _commit(ctx, si.around_shared(bytes(data), layout, tree) if split else data, lock)
+    _commit(ctx, si.around_shared(bytes(data), layout, extensions) if split else data, lock)
 
 
-def _cache_tree(ctx: Context, items: Iterable[cachetree.Item]) -> bytes:
-    """The TREE extension git writes after a checkout (``git/cachetree.py``)."""
+def _cache_tree(ctx: Context, items: Iterable[cachetree.Item], tree: str) -> bytes:
+    """The TREE extension git writes after a checkout of ``tree`` (``git/cachetree.py``):
+    where the entries make that tree again, every subtree is known to exist (the
+    listing read each) and git is not asked."""
 
     def missing(oids: list[bytes]) -> set[bytes]:
         root = _absent(ctx, oids[:1])  # the root tree there: the checkout listed every subtree
         return _absent(ctx, oids) if root else set()
 
-    return cachetree.extension(items, ctx.repo.object_format, missing)
+    return cachetree.extension(items, ctx.repo.object_format, missing, bytes.fromhex(tree))
 
 
 def _absent(ctx: Context, oids: list[bytes]) -> set[bytes]:
@@ -221,29 +231,27 @@ def write_switch_index(
     outcome: Outcome,
     kept: KeptEntries,
     *,
-    settle: bool,
+    tree: str,
     lock: IndexLock | None = None,
 ) -> None:
-    """A switch's index: the ``kept`` entries beside the ``written`` ones with the stat
-    data the writers collected, committed through ``lock`` (held since the run began)
-    if given."""
+    """A switch's index: the ``kept`` entries beside the ``written`` ones of ``tree``
+    (the target's id) with the stat data the writers collected, committed through
+    ``lock`` (held since the run began) if given."""
     entries = list(kept.keep)
     for e, st in zip(written, outcome.stats, strict=True):
         if st is None:
             raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
         entries.append(index_entry(e, st))
     entries += kept.recorded
-    if settle:
-        settle_racy_timestamps(outcome.stats, outcome.seconds)
     layout = _layout(ctx, kept.version)
     entries.sort(key=ix.sort_key)
-    tree = b""
+    cache = b""
     if not any(e.stage for e in entries):  # (git writes no cache tree for an unmerged index)
         ita = ix.EXT_FLAG_INTENT_TO_ADD
-        tree = _cache_tree(
-            ctx, ((e.path, e.mode, e.oid, bool(e.extended_flags & ita)) for e in entries)
+        cache = _cache_tree(
+            ctx, ((e.path, e.mode, e.oid, bool(e.extended_flags & ita)) for e in entries), tree
         )
-    extensions = tree + kept.untracked  # (git's order: TREE, then UNTR)
+    extensions = cache + kept.untracked  # (git's order: TREE, then UNTR)
     if si.wants_split(ctx.config, kept.split):
         linked = kept.split.linked if kept.split is not None else {}
         tied = {k: linked[k] for k in map(ix.sort_key, kept.keep) if k in linked}
