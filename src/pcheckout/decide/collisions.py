@@ -25,7 +25,6 @@ name hashing fold.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NamedTuple
@@ -77,18 +76,15 @@ def _prefixes(path: bytes) -> list[bytes]:
     return [b"/".join(parts[: k + 1]) for k in range(len(parts))]
 
 
-#: A path (between NULs) with a capital letter: the only bytes ``bytes.lower`` folds.
-_CAPITALISED = re.compile(rb"(?:^|(?<=\0))[^\0A-Z]*[A-Z][^\0]*")
-_CAPITAL = re.compile(rb"[A-Z]")
-
-
 def clashing(paths: Sequence[bytes]) -> set[bytes]:
     """The folded names (files and leading directories) spelled more than one way among
     ``paths`` (distinct, as a tree's); empty, and quick, when none is.  Two names fold
     together only if one of them has a capital letter, so only those are folded: each
     folds to a name of its own, and to none of the others (folding every path made a new
     name for each, all held at once)."""
-    spelled = _CAPITALISED.findall(b"\0".join(paths))
+    # (a capital letter is all bytes.lower folds: a name it changes has one; comparing
+    # the two took 0.3 ms for 4,800 paths where a regular expression took 16 ms)
+    spelled = [p for p in paths if p != p.lower()]
     if not spelled:
         return set()  # no capital letter anywhere
     dirs: set[bytes] = set()
@@ -96,7 +92,7 @@ def clashing(paths: Sequence[bytes]) -> set[bytes]:
         while d and d not in dirs:
             dirs.add(d)
             d = d.rpartition(b"/")[0]
-    spelled += [d for d in dirs if _CAPITAL.search(d)]
+    spelled += [d for d in dirs if d != d.lower()]
     folded = {x.lower() for x in spelled}
     if len(folded) == len(spelled):
         names = set(paths)
