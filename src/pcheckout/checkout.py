@@ -46,7 +46,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         # holds (36 MiB at 250,000 entries) is not kept for the writers' whole run.
         run = run._replace(found=run.found._replace(listed=None))
         with finished_by(again(run)):
-            return apply(run.ctx, plan, run.lock, warm.catfiles)
+            return apply(run.ctx, plan, run.lock, warm)
 
 
 def again(run: Run) -> str:

@@ -66,7 +66,8 @@ def _fresh(job: Job) -> Written:
         previous=plan.previous,
         journal=job.journal,
         stat_threads=plan.workers.workers if plan.fs.latency_bound else 1,
-        catfiles=job.catfiles,
+        catfiles=job.warm.catfiles if job.warm is not None else None,
+        loose=job.warm.loose if job.warm is not None else None,
         lfs_read_ahead=plan.workers.workers if plan.fs.latency_bound else 0,
     )
     latency_bound = bool(plan.fs.latency_bound)

@@ -8,7 +8,7 @@ from pcheckout.context import Context
 from pcheckout.decide.plan import Plan
 
 if TYPE_CHECKING:  # types only: the engine's modules are imported where it writes
-    from pcheckout.git.catfile import Prestarted
+    from pcheckout.apply.warm import Warm
     from pcheckout.git.convert import ConversionPlan
     from pcheckout.git.lock import IndexLock
     from pcheckout.git.promisor import Fetched
@@ -24,7 +24,7 @@ class Job(NamedTuple):
     plan: Plan
     lock: IndexLock | None  # index.lock, held since the run began (None: an export)
     journal: Journal | None = None  # where the engine records completed entries
-    catfiles: Prestarted | None = None  # the writers' cat-files, started ahead
+    warm: Warm | None = None  # the writers' cat-files and loose objects, started ahead
 
 
 class Written(NamedTuple):

@@ -33,7 +33,7 @@ from pcheckout.session import IN_PROGRESS
 from pcheckout.write import journal
 
 if TYPE_CHECKING:
-    from pcheckout.git.catfile import Prestarted
+    from pcheckout.apply.warm import Warm
     from pcheckout.git.lock import IndexLock
 
 __all__ = ["apply"]
@@ -47,11 +47,11 @@ def apply(
     ctx: Context,
     plan: Plan,
     lock: IndexLock | None = None,
-    catfiles: Prestarted | None = None,
+    warm: Warm | None = None,
 ) -> Result:
     """Carry out ``plan`` (a dry run's is only reported).  ``lock`` is ``index.lock``, held
-    since the run began (None: an export); ``catfiles`` the writers' cat-files started
-    ahead (``apply/warm.py``)."""
+    since the run began (None: an export); ``warm`` what was started for the writers
+    while the run decided (``apply/warm.py``)."""
     result = report(plan)
     if plan.dry_run:
         return result
@@ -61,7 +61,7 @@ def apply(
     t0 = time.monotonic()
     with _journal(ctx, plan) as jr:
         _remove_leftovers(plan)
-        written = writer.write(Job(ctx, plan, lock, jr, catfiles))
+        written = writer.write(Job(ctx, plan, lock, jr, warm))
         head = _move_head(ctx, plan)
     finish(result, written, time.monotonic() - t0, head)
     if head is not None:

@@ -67,6 +67,8 @@ class WriteRequest:
     positions: Sequence[int] | None = None
     #: plain cat-files started ahead of the writers (checkout.py); the first round takes them
     catfiles: Prestarted | None = None
+    #: the loose objects, listed while the run still decided (None: listed here)
+    loose: LooseScan | None = None
     #: threads reading the local LFS objects ahead of the writers (a latency-bound
     #: repository: ``write/lfsread.py``); 0: each writer reads its own
     lfs_read_ahead: int = 0
@@ -145,14 +147,15 @@ def _engine_options(ctx: Context, req: WriteRequest, before: _Before, adapt: boo
         symlinks=config_bool(ctx.config.get("core.symlinks"), True),
         overwrite=before.overwrite,
         journal=req.journal,
-        loose=_loose_objects(ctx, plan.workers),
+        loose=req.loose.result() if req.loose is not None else loose_objects(ctx, plan.workers),
         lfs_read_ahead=req.lfs_read_ahead if conv.lfs is not None and conv.lfs.local else 0,
     )
 
 
-def _loose_objects(ctx: Context, threads: int) -> odb.LooseObjects | None:
-    """The loose objects the writers read themselves (none: every blob is cat-file's).
-    A stand-in cat-file (the tests' ``spawn``) answers for every object."""
+def loose_objects(ctx: Context, threads: int) -> odb.LooseObjects | None:
+    """The loose objects the writers read themselves (none: every blob is cat-file's),
+    their directories listed ``threads`` at a time.  A stand-in cat-file (the tests'
+    ``spawn``) answers for every object."""
     if ctx.spawn is not None:
         return None
     git = ctx.git
@@ -161,6 +164,32 @@ def _loose_objects(ctx: Context, threads: int) -> odb.LooseObjects | None:
     loose = odb.scan(dirs, ctx.repo.oid_hex_len, threads)
     ctx.ui.debug(f"loose objects: {len(loose)} in {len(dirs)} object directories")
     return loose if len(loose) else None
+
+
+class LooseScan:
+    """:func:`loose_objects` in a thread, started while the run still decides (the
+    listing is round trips on a network mount: 9-10 ms on the 1 ms latency mount, before
+    the first write when made there); :meth:`result` waits for it."""
+
+    def __init__(self, ctx: Context, threads: int) -> None:
+        self._found: odb.LooseObjects | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(
+            target=self._scan, args=(ctx, threads), name="pcheckout-loose", daemon=True
+        )
+        self._thread.start()
+
+    def _scan(self, ctx: Context, threads: int) -> None:
+        try:
+            self._found = loose_objects(ctx, threads)
+        except BaseException as exc:  # noqa: BLE001 - raised where the result is asked for
+            self._error = exc
+
+    def result(self) -> odb.LooseObjects | None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._found
 
 
 def _start_ui(ui: Reporter, req: WriteRequest, remaining: list[int]) -> None:
