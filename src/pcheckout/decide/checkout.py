@@ -145,14 +145,14 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
     fs, workers = plan_for(
         root, asked(run), entries=len(wanted), nbytes=nbytes, fs=run.ahead.finish(root)
     )
+    if planned is not None:  # (the writers' cat-files warm up while the rest is decided)
+        planned(workers, sel)
     if workers.writer != "git" or run.opts.dry_run:
         entries = _parsed(entries)  # a listing beside round 1 is parsed only for the engine
     where = _Where(fs, workers.workers)
     if found.occupied and not found.resume:
         _refuse_untracked(run, entries, wanted, where)
     strays = _left_by_earlier_runs(run, _parsed(entries), where) if found.resume else []
-    if planned is not None:
-        planned(workers, sel)
     conversion = plan_conversion(run, entries, sel, workers)
     collided = collisions.find(ctx, root, entries, wanted, run.opts.clone)
     counts = Counts(len(wanted), nbytes)
