@@ -35,6 +35,7 @@ from pcheckout.git.index import (
     sort_key,
     write_index,
 )
+from pcheckout.git.indexformat import decode_varint, encode_varint
 
 GIT_ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
@@ -644,9 +645,13 @@ def test_field_out_of_range_and_bad_paths_are_refused() -> None:
 
 def test_v4_varint_matches_git() -> None:
     # varint.c: 127 -> 7f, 128 -> 80 00, 16511 -> ff 7f, 16512 -> 80 80 00
-    assert [index_mod._encode_varint(v).hex() for v in (0, 127, 128, 16511, 16512)] == [
+    values = (0, 127, 128, 16511, 16512)
+    assert [encode_varint(v).hex() for v in values] == [
         "00", "7f", "8000", "ff7f", "808000"
     ]  # fmt: skip
+    assert [decode_varint(encode_varint(v) + b"x", 0) for v in values] == [
+        (v, len(encode_varint(v))) for v in values
+    ]
     long_a = b"z" * 300 + b"/a"
     entries = [
         IndexEntry(p, 0o100644, bytes(20), 1, 2, 3, 4, 5, 6, 7, 8, 9)

@@ -68,6 +68,7 @@ from pcheckout.git.indexformat import (
     HEADER,
     SIGNATURE,
     SUPPORTED_VERSIONS,
+    encode_varint,
     read_header,
     walk_entries,
 )
@@ -222,18 +223,7 @@ def _hash_size(hash_name: str) -> int:
         raise UnsupportedIndexError(f"unknown object hash {hash_name!r}") from None
 
 
-def _encode_varint(value: int) -> bytes:
-    """git's varint.c encode_varint (offset encoding: each continuation adds one)."""
-    out = [value & 0x7F]
-    value >>= 7
-    while value:
-        value -= 1
-        out.append(0x80 | (value & 0x7F))
-        value >>= 7
-    return bytes(reversed(out))
-
-
-_SMALL_VARINTS = tuple(_encode_varint(i) for i in range(0x80))
+_SMALL_VARINTS = tuple(encode_varint(i) for i in range(0x80))
 
 
 class _EntryBuilder:
@@ -461,7 +451,7 @@ def encode_rows(rows: Iterable[Row], count: int, how: Encoding) -> bytearray:
                 m - ((from_bytes(prev[:m], "big") ^ from_bytes(p[:m], "big")).bit_length() + 7) // 8
             )
             drop = len(prev) - common
-            buf += varints[drop] if drop < 0x80 else _encode_varint(drop)
+            buf += varints[drop] if drop < 0x80 else encode_varint(drop)
             buf += p[common:]
             buf += b"\0"
         else:
