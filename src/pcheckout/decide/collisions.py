@@ -32,7 +32,7 @@ from typing import Literal, NamedTuple
 from pcheckout.context import Context
 from pcheckout.fs.casefold import folds
 from pcheckout.git.config import config_bool
-from pcheckout.git.tree import Entry
+from pcheckout.git.tree import Entry, RootedListing
 
 __all__ = ["WARNING", "Collisions", "Step", "clashing", "find", "plan", "warning"]
 
@@ -212,7 +212,7 @@ def find(
     """The collisions of writing ``entries`` (at ``wanted``) into ``root``: only where two
     paths fold together, and the destination, probed, ignores case (where it cannot be
     probed, ``core.ignorecase`` says)."""
-    if not clashing([entries[i].path for i in wanted]):
+    if not clashing(_paths(entries, wanted)):
         return None
     ignore_case = config_bool(ctx.config.get("core.ignorecase"), False)
     probed = folds(root)
@@ -221,6 +221,16 @@ def find(
         return None
     found = plan(entries, wanted, ignore_case)
     return found._replace(warn=clone) if found is not None else None
+
+
+def _paths(entries: Sequence[Entry], wanted: Sequence[int]) -> Sequence[bytes]:
+    """The paths of ``entries`` at ``wanted``; of a whole listing not yet parsed, its
+    records' paths as git printed them, the subtrees' among them (names :func:`clashing`
+    folds anyway, as every file's leading directories): where git's writer writes, the
+    listing is never parsed (25 ms at 4,800 entries)."""
+    if isinstance(entries, RootedListing) and len(wanted) == len(entries):
+        return entries.paths()
+    return [entries[i].path for i in wanted]
 
 
 def warning(collided: Sequence[bytes]) -> str:
