@@ -34,6 +34,7 @@ def report(plan: Plan) -> Result:
         export_subst=c.export_subst,
         hooks=[h.name for h in plan.hooks],
         submodules=[m.to_json() for m in plan.submodules],
+        untracked_kept=[decode(n) for n in plan.untracked_kept],
     )
     if plan.conversion is not None:
         result.add_conversion(plan.conversion)

@@ -368,6 +368,16 @@ def plan(console: Console, r: Result) -> None:
             f"({shown}); {plural(len(r.replaced), 'entry', 'entries')} would be replaced "
             "by another, as git's checkout leaves them"
         )
+    if r.untracked_kept:
+        shown = ", ".join(r.untracked_kept[:SHOW_PATHS]) + (
+            ", ..." if len(r.untracked_kept) > SHOW_PATHS else ""
+        )
+        console.print(
+            f"would keep {plural(len(r.untracked_kept), 'untracked name')} at the top of the "
+            f"work tree ({shown}), as git does"
+        )
+    if r.hooks:
+        console.print(f"would run the {', '.join(r.hooks)} hook afterwards, as git does")
     console.print(f"writer: {plan.writer} ({plan.writer_source}) — {plan.writer_reason}")
     count = "checkout.workers for git" if plan.writer == "git" else "workers"
     console.print(f"{count}: {plan.workers} ({plan.source}) — {plan.reason}")

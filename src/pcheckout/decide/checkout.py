@@ -150,8 +150,9 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
     if workers.writer != "git" or run.opts.dry_run:
         entries = _parsed(entries)  # a listing beside round 1 is parsed only for the engine
     where = _Where(fs, workers.workers)
+    kept: tuple[bytes, ...] = ()
     if found.occupied and not found.resume:
-        _refuse_untracked(run, entries, wanted, where)
+        kept = _refuse_untracked(run, entries, wanted, where)
     strays = _left_by_earlier_runs(run, _parsed(entries), where) if found.resume else []
     conversion = plan_conversion(run, entries, sel, workers)
     collided = collisions.find(ctx, root, entries, wanted, run.opts.clone)
@@ -181,6 +182,7 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
         submodules=_submodules(run, entries),
         recurse_submodules=recursing(run.ctx, run.opts.clone),
         collisions=collided,
+        untracked_kept=kept,
     )
 
 
@@ -200,16 +202,19 @@ class _Where(NamedTuple):
 
 def _refuse_untracked(
     run: Run, entries: Sequence[Entry], wanted: Sequence[int], where: _Where
-) -> None:
+) -> tuple[bytes, ...]:
     """A fresh checkout into a work tree that holds files already (no index: a CI cache
     restored before the checkout, say) keeps them and writes the tree, as git does, unless
     one is in the way of what it writes: then it refuses, as git does, and writes nothing
-    (git's ``--force`` would overwrite them; pcheckout never does)."""
+    (git's ``--force`` would overwrite them; pcheckout never does).  The names at the top
+    of the work tree it keeps whole (the tree has nothing there)."""
     from pcheckout.decide.worktree import refuse_untracked_in_the_way
 
     paths = [entries[i].path for i in wanted]
     target = {e.path: e for e in entries}
     refuse_untracked_in_the_way(_look(run, where), paths, (), (), target)
+    top = {p.partition(b"/")[0] for p in target}
+    return tuple(sorted(n for n in run.found.occupied if n not in top))
 
 
 def _left_by_earlier_runs(run: Run, entries: list[Entry], where: _Where) -> list[bytes]:

@@ -108,6 +108,9 @@ class Plan(NamedTuple):
     recurse_submodules: bool = False
     #: paths that fold together on a destination that ignores case: written as git does
     collisions: Collisions | None = None
+    #: a fresh checkout into a work tree holding untracked files: the names at its top the
+    #: tree has nothing at, kept as they are (as git keeps them)
+    untracked_kept: tuple[bytes, ...] = ()
 
     @property
     def mode(self) -> Literal["checkout", "resume", "switch", "export"]:
