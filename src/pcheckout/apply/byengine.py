@@ -16,16 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
 
 from pcheckout.apply import collided, submodules
 from pcheckout.apply.exported import filters_git, substituted
 from pcheckout.apply.job import Job, Written
 from pcheckout.context import Context
-from pcheckout.git import convert, lfs
+from pcheckout.git import convert, lfs, lfsstage
 from pcheckout.git.promisor import Fetched
 from pcheckout.git.promisor import fetch as fetch_blobs
-from pcheckout.git.tree import Entry
 from pcheckout.write import partial
 from pcheckout.write.engine import Outcome
 from pcheckout.write.indexout import settle, write_fresh_index, write_switch_index
@@ -53,7 +51,7 @@ def _fresh(job: Job) -> Written:
     sel = plan.selection if plan.selection is not None else partial.select(ctx, plan.entries, None)
     lfs_fetch = None
     if plan.collisions is None:  # fetched while the rest is written
-        lfs_fetch = _start_lfs_fetch(ctx, plan.conversion, plan.entries, plan.commit)
+        lfs_fetch = _start_lfs_fetch(job, plan.conversion)
     else:  # (rounds of their own: fetched first)
         _fetch_lfs(ctx, plan.conversion, plan.commit)
     request = WriteRequest(
@@ -75,6 +73,7 @@ def _fresh(job: Job) -> Written:
         outcome, fetched = collided.write_rounds(ctx, request, sel, plan.collisions, latency_bound)
     elif lfs_fetch is not None:
         outcome, fetched = _write_while_lfs_fetches(ctx, request, sel, lfs_fetch, latency_bound)
+        lfs_fetch.keep(plan.workers.workers)  # (before the index records the checkout)
     else:  # (partial.write_selected looked up when called: tests wrap it)
         outcome, fetched = partial.write_selected(ctx, request, sel, latency_bound=latency_bound)
     if job.journal is not None:
@@ -119,13 +118,14 @@ def _fetch_lfs(ctx: Context, conversion: convert.ConversionPlan, commit: str | N
     conversion.smudge_here(lfs.fetch_missing(ctx.git, plan, commit, remote))
 
 
-def _start_lfs_fetch(
-    ctx: Context, conversion: convert.ConversionPlan, entries: Sequence[Entry], commit: str | None
-) -> lfs.Fetch | None:
+def _start_lfs_fetch(job: Job, conversion: convert.ConversionPlan) -> lfs.Fetch | None:
     """The Git LFS objects the checkout misses, fetched on background threads while
-    everything else is written (``git/lfs.py`` Fetch); None where there is nothing to
-    fetch here (without a commit or a remote git-lfs's filter fetches them, one file at
-    a time, as before)."""
+    everything else is written (``git/lfs.py`` Fetch), into a local stage first where the
+    repository is on a latency-bound mount (``git/lfsstage.py``); None where there is
+    nothing to fetch here (without a commit or a remote git-lfs's filter fetches them, one
+    file at a time, as before)."""
+    ctx, entries, commit = job.ctx, job.plan.entries, job.plan.commit
+    latency_bound = bool(job.plan.fs.latency_bound)
     plan = conversion.lfs
     if plan is None or not plan.missing or commit is None or plan.refusal is not None:
         return None
@@ -133,7 +133,11 @@ def _start_lfs_fetch(
     if remote is None:
         return None
     paths = {i: entries[i].path for i in plan.missing}
-    return lfs.Fetch(ctx.git, plan, paths, commit, remote).start()
+    stage = None
+    if latency_bound and plan.objects is not None:  # (see git/lfsstage.py)
+        env = ctx.git.env if ctx.git.env is not None else ctx.environ
+        stage = lfsstage.make(ctx.repo.git_dir, env, plan.missing_bytes)
+    return lfs.Fetch(ctx.git, plan, lfs.Wanted(paths, commit, remote), stage).start()
 
 
 def _write_while_lfs_fetches(
@@ -202,7 +206,7 @@ def _switch(job: Job) -> Written:
     conversion = convert.plan_conversion(
         ctx, plan.tree, plan.entries, tree_entries=plan.tree_entries
     )
-    lfs_fetch = _start_lfs_fetch(ctx, conversion, plan.entries, plan.commit)
+    lfs_fetch = _start_lfs_fetch(job, conversion)
     if lfs_fetch is not None:  # the changed LFS files' missing objects, in a few batches
         try:
             conversion.smudge_here(lfs_fetch.wait())
@@ -217,7 +221,14 @@ def _switch(job: Job) -> Written:
         conversion=conversion,
         lfs_read_ahead=plan.workers.workers if plan.fs.latency_bound else 0,
     )
-    outcome = write_tree(ctx, request)
+    try:
+        outcome = write_tree(ctx, request)
+    except BaseException:
+        if lfs_fetch is not None:
+            lfs_fetch.close()  # (its stage, with the objects it fetched)
+        raise
+    if lfs_fetch is not None:
+        lfs_fetch.keep(plan.workers.workers)  # (before the index records the switch)
     failed += submodules.move(ctx, plan.root, plan.submodules)
     settle(plan.fs, outcome)
     write_switch_index(ctx, plan.entries, outcome, plan.kept, tree=plan.tree, lock=job.lock)
