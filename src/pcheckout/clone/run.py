@@ -153,9 +153,15 @@ def _checkout_phase(result: CloneResult, opts: CloneOptions, dest: str, ui: Clon
             str(exc).replace("the checkout is", "the clone and its checkout are"), result=result
         ) from None
     if result.checkout is not None and args.recurse_submodules:
-        from pcheckout.clone.submodules import SubmoduleRun, update_submodules  # see __init__
+        from pcheckout.clone.submodules import (  # see __init__
+            SubmoduleRun,
+            submodule_environ,
+            update_submodules,
+        )
 
-        run = SubmoduleRun(args, opts.environ, ui, opts.workers)
+        git = Git(target, debug=ui.debug, env=opts.environ)
+        environ = submodule_environ(git, opts.environ)
+        run = SubmoduleRun(args, environ, ui, opts.workers)
         result.submodules = update_submodules(target, run)
 
 
