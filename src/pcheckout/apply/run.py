@@ -42,6 +42,10 @@ __all__ = ["apply"]
 #: failed before anything changed.
 UNCHANGED = (GitRefusedError, PromisorFetchError)
 
+#: The hooks git runs once HEAD has moved (builtin/checkout.c ``post_checkout_hook``,
+#: builtin/clone.c ``checkout``).
+AFTER_HOOKS = ("post-checkout",)
+
 
 def apply(
     ctx: Context,
@@ -66,7 +70,8 @@ def apply(
     finish(result, written, time.monotonic() - t0, head)
     if head is not None:
         ctx.ui.moved(result)
-    _run_hooks(ctx, plan, result)
+    result.hooks = []
+    _run_hooks(ctx, plan, result, AFTER_HOOKS)
     if written.failed:  # as git's checkout: said after the switch, exit 1
         raise SubmoduleError("; ".join(written.failed), result=result)
     return result
@@ -80,15 +85,25 @@ def _make_destination(plan: Plan) -> None:
         raise DestinationError(f"cannot create {plan.root}: {exc.strerror}") from None
 
 
-def _run_hooks(ctx: Context, plan: Plan, result: Result) -> None:
-    """The plan's hooks, once the index is in place and HEAD has moved, as git runs them;
-    one that fails makes the run fail, as git's checkout does, after a complete write."""
+def _run_hooks(ctx: Context, plan: Plan, result: Result, names: tuple[str, ...]) -> None:
+    """The plan's hooks named ``names``, as git runs them (``result.hooks`` names those
+    that ran); a ``post-checkout`` that fails makes the run fail, as git's checkout does,
+    after a complete write."""
+    where = hooks.Where(ctx.git, ctx.repo, ctx.config, ctx.environ, plan.root)
     for hook in plan.hooks:
-        code = hooks.run(ctx.git, hook, ctx.environ, plan.root)
-        if code != 0:
+        if hook.name not in names:
+            continue
+        ran = hooks.run(where, hook)
+        for line in ran.hints:
+            ctx.ui.git_message(line)
+        if ran.code is None:
+            continue
+        result.hooks.append(hook.name)
+        if ran.code != 0 and hook.name in AFTER_HOOKS:
             raise HookError(
-                f"the {hook.name} hook exited with status {code}; the checkout is complete",
+                f"the {hook.name} hook exited with status {ran.code}; the checkout is complete",
                 result=result,
+                status=ran.code,
             )
 
 
