@@ -224,8 +224,14 @@ ANY_HOOK = """#!/bin/sh
 exit "${HOOK_EXIT:-0}"
 """
 
-#: The hooks git 2.39's checkout and clone run (builtin/checkout.c, clone.c).
-CHECKOUT_HOOKS = ("post-checkout",)
+#: The hooks git 2.39's checkout and clone run (read-cache.c, builtin/checkout.c, clone.c).
+CHECKOUT_HOOKS = ("post-index-change", "post-checkout")
+
+
+def _compared(writer: str) -> tuple[str, ...]:
+    """The hooks whose runs are compared line by line: git's own switch (git's writer)
+    runs post-index-change after HEAD has moved (docs/git-differences.md)."""
+    return CHECKOUT_HOOKS if writer == "pcheckout" else ("post-checkout",)
 
 
 def _hooks_dir(d: Path, names: tuple[str, ...] = CHECKOUT_HOOKS) -> Path:
@@ -263,11 +269,12 @@ def test_every_checkout_runs_gits_hooks_as_git_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
 ) -> None:
     """A fresh checkout, switches, ``-`` and ``@{-1}``, a checkout of the branch HEAD is
-    on, ``HEAD``, a detached HEAD: post-checkout as git runs it."""
+    on, ``HEAD``, a detached HEAD: post-index-change before HEAD moves, then
+    post-checkout, each as git runs it."""
     src = _repo(tmp_path)
     for w in ("ours", "theirs"):
         clone_no_checkout(src, tmp_path / w)
-        _hooks_dir(tmp_path / w / ".git" / "hooks", CHECKOUT_HOOKS)
+        _hooks_dir(tmp_path / w / ".git" / "hooks", _compared(writer))
     for rev in ["main", "side", "-", "@{-1}", "main", "HEAD", "origin/side", "-"]:
         ours, theirs, rc_ours, rc_theirs = _both(
             monkeypatch,
@@ -279,6 +286,29 @@ def test_every_checkout_runs_gits_hooks_as_git_does(
         assert ours == theirs, rev
         assert sum(line.startswith("hook: .git/hooks/post-checkout") for line in ours) == 1
     assert_same_as_git(tmp_path / "ours", tmp_path / "theirs")
+
+
+def test_a_switch_by_gits_writer_runs_both_hooks_with_gits_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PCHECKOUT_WRITER", "git")
+    src = _repo(tmp_path)
+    for w in ("ours", "theirs"):
+        clone_with_git(src, tmp_path / w)
+        _hooks_dir(tmp_path / w / ".git" / "hooks")
+    ours, theirs, *codes = _both(
+        monkeypatch,
+        tmp_path,
+        ["-C", "theirs", "checkout", "-q", "side"],
+        ["checkout", "-q", "-C", "ours", "side"],
+    )
+    assert codes == [0, 0]
+    hooks = [line for line in ours if line.startswith("hook: ")]
+    assert hooks == [line for line in theirs if line.startswith("hook: ")]
+    assert [h.split()[1] for h in hooks] == [
+        ".git/hooks/post-index-change",
+        ".git/hooks/post-checkout",
+    ]
 
 
 def test_clone_runs_its_hooks_as_git_clone_does(
@@ -395,7 +425,7 @@ def test_a_linked_worktrees_hooks_run_as_git_runs_them(
     src = _repo(tmp_path)
     for w in ("ours", "theirs"):
         repo = clone_no_checkout(src, tmp_path / w / "repo")
-        _hooks_dir(repo / ".git" / "hooks", CHECKOUT_HOOKS)
+        _hooks_dir(repo / ".git" / "hooks", _compared(writer))
         git(repo, "branch", "-q", "topic", "origin/side")
         git(repo, "worktree", "add", "-q", "--no-checkout", "../wt", "topic")
     for where, rev in (("wt", "topic"), ("wt", "origin/main"), ("wt/d", "-")):

@@ -42,8 +42,10 @@ __all__ = ["apply"]
 #: failed before anything changed.
 UNCHANGED = (GitRefusedError, PromisorFetchError)
 
-#: The hooks git runs once HEAD has moved (builtin/checkout.c ``post_checkout_hook``,
-#: builtin/clone.c ``checkout``).
+#: The hooks git runs once the index is in place, before HEAD moves (read-cache.c
+#: ``do_write_locked_index``), and those it runs once HEAD has moved (builtin/checkout.c
+#: ``post_checkout_hook``, builtin/clone.c ``checkout``).
+INDEX_HOOKS = ("post-index-change",)
 AFTER_HOOKS = ("post-checkout",)
 
 
@@ -66,11 +68,12 @@ def apply(
     with _journal(ctx, plan) as jr:
         _remove_leftovers(plan)
         written = writer.write(Job(ctx, plan, lock, jr, warm))
+        result.hooks = []
+        _run_hooks(ctx, plan, result, INDEX_HOOKS)  # (its status is ignored, as git does)
         head = _move_head(ctx, plan)
     finish(result, written, time.monotonic() - t0, head)
     if head is not None:
         ctx.ui.moved(result)
-    result.hooks = []
     _run_hooks(ctx, plan, result, AFTER_HOOKS)
     if written.failed:  # as git's checkout: said after the switch, exit 1
         raise SubmoduleError("; ".join(written.failed), result=result)

@@ -40,6 +40,7 @@ __all__ = [
     "Where",
     "find",
     "post_checkout",
+    "post_index_change",
     "run",
 ]
 
@@ -116,6 +117,16 @@ def post_checkout(
     null = "0" * repo.oid_hex_len
     planned = find(repo, config, "post-checkout") is not None
     return Hook("post-checkout", (old or null, new, "1"), planned, clone)
+
+
+def post_index_change(repo: Repo, config: Mapping[str, str], *, clone: bool = False) -> Hook:
+    """The ``post-index-change`` hook git runs once a checkout's index is in place
+    (read-cache.c ``do_write_locked_index``), before HEAD moves: the work tree was
+    updated (unpack-trees sets ``updated_workdir`` whenever it updates files, a checkout
+    that changes nothing included), no skip-worktree bit changed (only ``git
+    sparse-checkout`` sets ``updated_skipworktree``).  Its exit status is ignored."""
+    planned = find(repo, config, "post-index-change") is not None
+    return Hook("post-index-change", ("1", "0"), planned, clone)
 
 
 def run(where: Where, hook: Hook) -> Ran:
