@@ -133,7 +133,9 @@ def _journal(ctx: Context, plan: Plan) -> Iterator[journal.Journal | None]:
     fresh = plan.kind in ("fresh", "resume")
     conversion = plan.conversion.any if plan.conversion is not None else True
     kind = "fresh" if fresh else plan.kind if plan.kind == "export" else "switch"
-    head = journal.Header(plan.commit or "", plan.tree, conversion, kind, plan.earlier)
+    head = journal.Header(
+        plan.commit or "", plan.tree, conversion, kind, plan.earlier, clone=plan.clone
+    )
     marker = _marker(ctx, plan)
     previous = plan.previous if fresh else None  # (only a fresh checkout's has records)
     jr = journal.Journal.start(marker, head, previous=previous)

@@ -181,6 +181,7 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
         submodules=_submodules(run, entries),
         recurse_submodules=recursing(run.ctx, run.opts.clone),
         collisions=collided,
+        clone=run.opts.clone,
     )
 
 

@@ -108,6 +108,8 @@ class Plan(NamedTuple):
     recurse_submodules: bool = False
     #: paths that fold together on a destination that ignores case: written as git does
     collisions: Collisions | None = None
+    #: git clone's checkout (its journal says so: a re-run finishes it as git clone would)
+    clone: bool = False
 
     @property
     def mode(self) -> Literal["checkout", "resume", "switch", "export"]:
