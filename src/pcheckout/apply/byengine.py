@@ -79,9 +79,7 @@ def _fresh(job: Job) -> Written:
         outcome, fetched = partial.write_selected(ctx, request, sel, latency_bound=latency_bound)
     if job.journal is not None:
         job.journal.close()
-    lfs_plan = plan.conversion.lfs
-    if lfs_plan is not None and (lfs_plan.local or lfs_plan.plain):
-        lfs.install_hooks(ctx.git, ctx.repo, ctx.config)  # (as git-lfs's filter would)
+    _lfs_hooks(ctx, plan.conversion)
     failed = submodules.move(ctx, plan.root, plan.submodules)
     settle(plan.fs, outcome)
     write_fresh_index(
@@ -103,6 +101,14 @@ def _fresh(job: Job) -> Written:
         failed=tuple(failed),
         conversion=plan.conversion,  # (its LFS counts after the fetch)
     )
+
+
+def _lfs_hooks(ctx: Context, conversion: convert.ConversionPlan) -> None:
+    """git-lfs's hooks where one is missing, as git-lfs's filter installs them when it
+    starts, where LFS files were written without it."""
+    lfs_plan = conversion.lfs
+    if lfs_plan is not None and (lfs_plan.local or lfs_plan.plain):
+        lfs.install_hooks(ctx.git, ctx.repo, ctx.config)
 
 
 def _fetch_lfs(ctx: Context, conversion: convert.ConversionPlan, commit: str | None) -> None:
@@ -218,6 +224,7 @@ def _switch(job: Job) -> Written:
         lfs_read_ahead=plan.workers.workers if plan.fs.latency_bound else 0,
     )
     outcome = write_tree(ctx, request)
+    _lfs_hooks(ctx, conversion)
     failed += submodules.move(ctx, plan.root, plan.submodules)
     settle(plan.fs, outcome)
     write_switch_index(ctx, plan.entries, outcome, plan.kept, tree=plan.tree, lock=job.lock)
