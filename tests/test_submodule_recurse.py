@@ -173,11 +173,14 @@ def test_without_submodule_recurse_submodules_are_left_alone(
 ) -> None:
     by_git = _copy(world, tmp_path, "git", recurse=False)
     by_us = _copy(world, tmp_path, "us", recurse=False)
-    assert _git_checkout(by_git, "one").returncode == 0
+    said = _git_checkout(by_git, "one")
+    assert said.returncode == 0
     proc = _pcheckout(by_us, "--writer", writer, "one")
     assert proc.returncode == 0, proc.stderr
     assert _state(by_us) == _state(by_git)
     assert (by_us / "c" / "h").exists()  # left where it was, as git leaves it
+    assert said.stderr == "warning: unable to rmdir 'c': Directory not empty\n"
+    assert proc.stderr == said.stderr
 
 
 @pytest.mark.parametrize("writer", WRITERS)

@@ -29,7 +29,7 @@ from pcheckout.git.tree import Entry
 from pcheckout.write import partial
 from pcheckout.write.engine import Outcome
 from pcheckout.write.indexout import settle, write_fresh_index, write_switch_index
-from pcheckout.write.remove import delete_parallel, remove_empty_dirs
+from pcheckout.write.remove import delete_parallel, remove_empty_dirs, rmdir_warning
 from pcheckout.write.worktree import WriteRequest, merge_outcomes, write_tree
 
 __all__ = ["write"]
@@ -203,7 +203,12 @@ def _switch(job: Job) -> Written:
         fetched = fetch_blobs(ctx.git, sel.remotes, sorted(sel.missing))
     root_b = os.fsencode(plan.root)
     failed = submodules.remove(ctx, plan.root, plan.submodules)
-    delete_parallel(root_b, plan.delete, max(1, plan.workers.workers), plan.min_share)
+    left = delete_parallel(root_b, plan.delete, max(1, plan.workers.workers), plan.min_share)
+    if left:  # a gitlink leaving the tree whose directory holds anything: git warns
+        staying = {e.path for e in plan.entries}  # (a gitlink moved is written again)
+        for path, exc in left:
+            if path not in staying:
+                ctx.ui.git_message(rmdir_warning(path, exc))
     remove_empty_dirs(root_b, set(plan.delete), plan.entries)
     conversion = convert.plan_conversion(
         ctx, plan.tree, plan.entries, tree_entries=plan.tree_entries
