@@ -16,7 +16,7 @@ fetched in one batch before anything changes.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -45,8 +45,8 @@ from pcheckout.decide.worktree import (
 )
 from pcheckout.errors import DestinationError, LocalChangesError, quote_paths
 from pcheckout.fs.detect import FsInfo
+from pcheckout.git import fsmonitor, untracked
 from pcheckout.git import index as ix
-from pcheckout.git import untracked
 from pcheckout.git.indexformat import HASH_SIZES
 from pcheckout.git.sparse import Sparsity, expand_sparse_directories
 from pcheckout.git.sparse import load as load_sparsity
@@ -143,8 +143,25 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         absent,
         index.split,
         index.untracked,
+        _fsmonitor(ctx.config, index, plan.keep.keys() - dirty),
     )
     return _plan(run, tables, _smudged(look, plan.keep), split, facts)
+
+
+def _fsmonitor(
+    config: Mapping[str, str], index: ix.Index, unchanged: Iterable[bytes]
+) -> fsmonitor.Kept | None:
+    """What the switch's index keeps of the fsmonitor extension (``git/fsmonitor.py``):
+    the entries kept ``unchanged`` (no local change found) stay as they were (None:
+    nothing, as git keeps nothing: no extension, or no ``core.fsmonitor``)."""
+    if index.fsmonitor is None or not fsmonitor.enabled(config):
+        return None
+    paths = [e.path for e in index.entries]  # (as stored: a sparse index's directories too)
+    kept = fsmonitor.read(index.fsmonitor, paths)
+    if kept is None:
+        return None
+    old = set(paths)
+    return kept._replace(valid=frozenset(p for p in unchanged if p in old))
 
 
 def _leftovers(run: Run, look: Look, tables: _Tables) -> Leftovers:
@@ -226,6 +243,7 @@ class _Facts(NamedTuple):
     absent: frozenset[bytes] = frozenset()  # removed paths not there (an interrupted run's)
     split: ix.SplitIndex | None = None  # a split index's tie to its shared index
     untracked: bytes | None = None  # the index's untracked cache (its UNTR payload)
+    fsmonitor: fsmonitor.Kept | None = None  # the index's fsmonitor state to keep
 
 
 def _plan(
@@ -279,6 +297,9 @@ def _plan(
             version,
             facts.split,
             _untracked(run, tables.in_index, [*kept, *recorded], write_entries, facts),
+            facts.fsmonitor._replace(valid=facts.fsmonitor.valid - moved)
+            if facts.fsmonitor is not None
+            else None,
         ),
         head=HeadMove(opts.rev, run.target),
         earlier=_earlier(run),
