@@ -360,3 +360,28 @@ def test_fsmonitor_extension_kept_as_git_keeps_it(
         git(w, "config", "--unset", "core.fsmonitor")
     _both(ours, theirs, "small")
     assert _fsmn(ours) is None and _fsmn(theirs) is None
+
+
+def test_resolve_undo_dropped_as_git_drops_it(tmp_path: Path, repo: Path) -> None:
+    """git 2.39's checkout does not keep REUC (unpack-trees.c builds a new index and moves
+    only the cache tree and the untracked cache into it: move_index_extensions)."""
+    ours, theirs = _pair(tmp_path, repo, {})
+    for w in (ours, theirs):
+        git(w, "checkout", "-q", "-b", "one", "v1")
+        (w / "f03").write_bytes(b"one\n")
+        git(w, "commit", "-qam", "one")
+        git(w, "checkout", "-q", "-b", "two", "v1")
+        (w / "f03").write_bytes(b"two\n")
+        git(w, "commit", "-qam", "two")
+        git(w, "merge", "-q", "one", check=False)  # a conflict in f03
+        (w / "f03").write_bytes(b"resolved\n")
+        git(w, "add", "f03")
+        git(w, "commit", "-q", "--no-edit")
+        assert b"REUC" in _extensions((w / ".git" / "index").read_bytes())
+    _both(ours, theirs, "small")
+    assert (
+        _extensions((ours / ".git" / "index").read_bytes()).keys()
+        == _extensions((theirs / ".git" / "index").read_bytes()).keys()
+    )
+    assert b"REUC" not in _extensions((ours / ".git" / "index").read_bytes())
+    assert_same_as_git(ours, theirs)
