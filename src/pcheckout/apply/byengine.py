@@ -228,7 +228,12 @@ def _switch(job: Job) -> Written:
         conversion=conversion,
         lfs_read_ahead=plan.workers.workers if plan.fs.latency_bound else 0,
     )
-    outcome = write_tree(ctx, request)
+    if plan.collisions is not None:  # paths that fold together, on a destination that folds
+        done = dataclasses.replace(sel, missing=set())  # (fetched above)
+        bound = bool(plan.fs.latency_bound)
+        outcome, _ = collided.write_rounds(ctx, request, done, plan.collisions, bound)
+    else:
+        outcome = write_tree(ctx, request)
     _lfs_hooks(ctx, conversion)
     failed += submodules.move(ctx, plan.root, plan.submodules)
     settle(plan.fs, outcome)

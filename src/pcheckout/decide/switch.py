@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import NamedTuple
 
+from pcheckout.decide import collisions
 from pcheckout.decide.hooks import after_checkout
 from pcheckout.decide.leftovers import Leftovers, earlier_tables, find, touched
 from pcheckout.decide.merge import (
@@ -37,6 +38,7 @@ from pcheckout.decide.workers import asked
 from pcheckout.decide.worktree import (
     Look,
     dirty_paths,
+    folded_index,
     modified,
     racily_clean_changed,
     refuse_untracked_in_the_way,
@@ -47,6 +49,7 @@ from pcheckout.errors import DestinationError, LocalChangesError, quote_paths
 from pcheckout.fs.detect import FsInfo
 from pcheckout.git import fsmonitor, untracked
 from pcheckout.git import index as ix
+from pcheckout.git.config import config_bool
 from pcheckout.git.indexformat import HASH_SIZES
 from pcheckout.git.sparse import Sparsity, expand_sparse_directories
 from pcheckout.git.sparse import load as load_sparsity
@@ -118,7 +121,10 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     strays = sorted(p for p in left.ours if p not in tables.in_index)
     split = split._replace(remove=sorted({*split.remove, *strays}))
     tracked = tables.in_index.keys() | left.ours
-    refuse_untracked_in_the_way(look, split.write, split.remove, tracked, tables.target)
+    folded = None
+    if config_bool(ctx.config.get("core.ignorecase"), False):  # (git's own: no probe)
+        folded = folded_index(tables.in_index.values())
+    refuse_untracked_in_the_way(look, split.write, split.remove, tracked, tables.target, folded)
     recurse = recursing(ctx, opts.clone)
     switching = Switching(
         run.root,
@@ -311,7 +317,14 @@ def _plan(
         hooks=after_checkout(run),
         submodules=facts.submodules,
         recurse_submodules=recursing(ctx, opts.clone),
+        collisions=collisions.find_switch(ctx, run.root, _on_disk(kept), write_entries),
     )
+
+
+def _on_disk(kept: list[ix.IndexEntry]) -> list[bytes]:
+    """The paths of the kept entries whose files are there (not skip-worktree)."""
+    skip = ix.EXT_FLAG_SKIP_WORKTREE
+    return [e.path for e in kept if not e.extended_flags & skip]
 
 
 def _untracked(
