@@ -379,3 +379,34 @@ def test_clone_recurse_submodules_with_submodule_recurse_set(
     assert ours["status"] == theirs["status"] == ""
     for key in ("files", "submodules", "heads", "index", "HEAD"):
         assert ours[key] == theirs[key]
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_a_submodule_commit_missing_locally_refuses_as_git(
+    world: Path, tmp_path: Path, writer: str
+) -> None:
+    """A gitlink naming a commit the submodule's repository lacks: git's dry run in it
+    fails ("failed to unpack tree object"), git refuses and changes nothing."""
+    by_git, by_us = _copy(world, tmp_path, "git"), _copy(world, tmp_path, "us")
+    for repo in (by_git, by_us):
+        scratch = tmp_path / f"elsewhere-{repo.name}"
+        git(tmp_path, "clone", "-q", str(repo / "a"), str(scratch))
+        (scratch / "f").write_text("a commit only elsewhere\n")
+        git(scratch, "commit", "-qam", "elsewhere")
+        oid = git(scratch, "rev-parse", "HEAD").decode().strip()
+        git(repo, "update-index", "--cacheinfo", f"160000,{oid},a")
+        git(repo, "commit", "-qm", "missing")
+        git(repo, "tag", "missing")
+        git(repo, "-c", "submodule.recurse=false", "checkout", "-q", "two")
+    said = _git_checkout(by_git, "missing")
+    assert said.returncode == 1 and "failed to unpack tree object" in said.stderr
+    proc = _pcheckout(by_us, "--writer", writer, "missing")
+    assert proc.returncode == 1
+    expected = " ".join(said.stderr.replace("fatal: ", "").replace("error: ", "").split())
+    assert " ".join(proc.stderr.split()) == (
+        "pcheckout: error: git checkout refused: "
+        + expected.replace(
+            "Cannot update submodule: a Aborting", "Cannot update submodule: a; Aborting"
+        )
+    )
+    assert _state(by_us) == _state(by_git)
