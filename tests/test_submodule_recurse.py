@@ -410,3 +410,49 @@ def test_a_submodule_commit_missing_locally_refuses_as_git(
         )
     )
     assert _state(by_us) == _state(by_git)
+
+
+#: ``python -c STOPPER N SIG ARGS...``: the CLI, stopped by signal SIG (KILL: its whole
+#: process group) once the engine has moved its N-th submodule.
+STOPPER = r"""
+import os, signal, sys
+n, sig = int(sys.argv[1]), sys.argv[2]
+import pcheckout.apply.submodules as sm
+real = sm._one
+moved = [0]
+def one(ctx, m):
+    out = real(ctx, m)
+    moved[0] += 1
+    if moved[0] == n:
+        if sig == "KILL":
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        os.kill(os.getpid(), getattr(signal, "SIG" + sig))
+    return out
+sm._one = one
+from pcheckout.cli.main import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+@pytest.mark.parametrize(("n", "sig"), [(1, "KILL"), (2, "KILL"), (1, "INT"), (2, "TERM")])
+@pytest.mark.parametrize("rev", ["one", "three"])
+def test_a_switch_interrupted_in_its_submodule_moves_is_finished_as_git(
+    world: Path, tmp_path: Path, rev: str, n: int, sig: str
+) -> None:
+    """Killed between two submodule moves (one removed, moved or populated, the next not):
+    the command it prints finishes the switch to git's result; the work tree's
+    .gitmodules, the target's already, is the interrupted run's, not where it began."""
+    by_git, by_us = _copy(world, tmp_path, "git"), _copy(world, tmp_path, "us")
+    assert _git_checkout(by_git, rev).returncode == 0
+    cmd = [sys.executable, "-c", STOPPER, str(n), sig, "checkout", "-C", str(by_us), "-q"]
+    env = {**os.environ, **GIT_ENV, "PCHECKOUT_WRITER": "pcheckout"}
+    stopped = subprocess.run(
+        [*cmd, rev], capture_output=True, text=True, env=env, start_new_session=True
+    )
+    assert stopped.returncode != 0, stopped.stderr
+    assert (by_us / ".git" / "pcheckout-in-progress").exists()
+    if sig != "KILL":
+        assert f"to finish, run: pcheckout checkout -C {by_us} {rev}" in stopped.stderr
+    again = _pcheckout(by_us, rev)
+    assert again.returncode == 0, again.stderr
+    assert _state(by_us) == _state(by_git)

@@ -135,6 +135,7 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         opts.force,
         run.target.tree,
         recurse,
+        frozenset(left.ours),
     )
     subs = switch_moves(ctx, switching)
     absent = frozenset(left.ours - left.present)
