@@ -230,8 +230,11 @@ CHECKOUT_HOOKS = ("post-index-change", "post-checkout")
 
 def _compared(writer: str) -> tuple[str, ...]:
     """The hooks whose runs are compared line by line: git's own switch (git's writer)
-    runs post-index-change after HEAD has moved (docs/git-differences.md)."""
-    return CHECKOUT_HOOKS if writer == "pcheckout" else ("post-checkout",)
+    runs post-index-change after HEAD has moved, and no reference-transaction
+    (docs/git-differences.md)."""
+    return (
+        (*CHECKOUT_HOOKS, "reference-transaction") if writer == "pcheckout" else ("post-checkout",)
+    )
 
 
 def _hooks_dir(d: Path, names: tuple[str, ...] = CHECKOUT_HOOKS) -> Path:

@@ -456,3 +456,40 @@ def test_a_switch_interrupted_in_its_submodule_moves_is_finished_as_git(
     again = _pcheckout(by_us, rev)
     assert again.returncode == 0, again.stderr
     assert _state(by_us) == _state(by_git)
+
+
+#: Logs a hook's run: its name as git gives it, its arguments, where, git's variables.
+LOGGING_HOOK = """#!/bin/sh
+{ echo "hook: $0 $* in $(pwd)"; env | grep '^GIT_' | grep -v '^GIT_TRACE' | sort; } >> "$HOOKLOG"
+cat > /dev/null
+"""
+
+
+@pytest.mark.parametrize("rev", ["one", "three"])
+def test_the_submodules_hooks_run_as_in_gits_checkout(
+    world: Path, tmp_path: Path, rev: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git's checkout moves each submodule by read-tree and update-ref in it: the
+    submodule's post-index-change and reference-transaction run there, with git's
+    environment (no GIT_PAGER: pcheckout's own git commands run with --no-pager)."""
+    by_git, by_us = _copy(world, tmp_path, "git"), _copy(world, tmp_path, "us")
+    names = ("post-checkout", "post-index-change", "reference-transaction")
+    for repo in (by_git, by_us):
+        for hooks in [repo / ".git" / "hooks", *(repo / ".git" / "modules").glob("**/hooks")]:
+            for name in names:
+                (hooks / name).write_text(LOGGING_HOOK)
+                (hooks / name).chmod(0o755)
+    logs = {}
+    for name, repo in (("git", by_git), ("us", by_us)):
+        log = tmp_path / f"{name}.log"
+        monkeypatch.setenv("HOOKLOG", str(log))
+        if name == "git":
+            assert _git_checkout(repo, rev).returncode == 0
+        else:
+            proc = _pcheckout(repo, "--writer", "pcheckout", rev)
+            assert proc.returncode == 0, proc.stderr
+        logs[name] = log.read_text().replace(str(repo), "<work>").splitlines()
+    monkeypatch.delenv("HOOKLOG")
+    assert logs["us"] == logs["git"]
+    assert any("/modules/a/hooks/post-index-change" in line for line in logs["us"])
+    assert _state(by_us) == _state(by_git)
