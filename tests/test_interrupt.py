@@ -393,3 +393,41 @@ def test_an_interrupted_clones_hooks_run_once_as_git_clone_runs_them(
     assert "<work>/.git/hooks/post-checkout 0000000000000000000000000000000000000000" in ours_log
     monkeypatch.delenv("HOOKLOG")  # (git status runs post-index-change)
     assert_same_as_git(dest, theirs)
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_an_interrupted_switchs_hooks_run_once_from_where_it_began(
+    src: Path, tmp_path: Path, writer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No hook runs in the interrupted run; the run that finishes it runs them once, from
+    the HEAD the switch began at, as git's one checkout would have."""
+    ours = clone_with_git(src, tmp_path / "ours", rev="main")
+    theirs = clone_with_git(src, tmp_path / "theirs", rev="main")
+    mark = tmp_path / "mark"
+    for w in (ours, theirs):
+        _slow_filter(w, mark)  # (git's writer is stopped there; cat: the same bytes)
+        for name in ("post-checkout", "post-index-change"):
+            (w / ".git" / "hooks" / name).write_text(LOGGING_HOOK)
+            (w / ".git" / "hooks" / name).chmod(0o755)
+    monkeypatch.setenv("HOOKLOG", str(tmp_path / "ours.log"))
+    cmd = [sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours), "--writer", writer]
+    proc = subprocess.Popen([*cmd, "-j", "1", "b"], stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + HANG_S
+    while not mark.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=HANG_S)
+    assert not (tmp_path / "ours.log").exists()
+    again = run_cli("checkout", "-C", str(ours), "b")
+    assert again.returncode == 0, again.stderr
+    monkeypatch.setenv("HOOKLOG", str(tmp_path / "theirs.log"))
+    git(theirs, "checkout", "-q", "b")
+    monkeypatch.delenv("HOOKLOG")
+    ours_log = (tmp_path / "ours.log").read_text().replace(str(ours), "<work>")
+    theirs_log = (tmp_path / "theirs.log").read_text().replace(str(theirs), "<work>")
+    assert ours_log == theirs_log
+    head = git(theirs, "rev-parse", "main").decode().strip()
+    assert ours_log.count(f"post-checkout {head} ") == 1
+    assert_same_as_git(ours, theirs)
