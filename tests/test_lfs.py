@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from clonehelp import latency_mount
-from helpers import assert_same_as_git, git, snapshot
+from helpers import assert_same_as_git, git, snapshot, write_tree_files
 from lfshelp import (
     LFS_CONFIG,
     lfs_clone,
@@ -408,14 +408,33 @@ def _hooks(repo: Path) -> dict[str, bytes]:
 def test_git_lfs_hooks_installed_as_its_filter_would(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
 ) -> None:
-    if writer == "git":
-        pytest.skip("git's writer: git-lfs, run by git read-tree, installed none (not this issue)")
-    src = lfs_repo(tmp_path, lfs_files(2))
-    theirs = _theirs(src, tmp_path / "theirs")
-    ours = lfs_clone(src, tmp_path / "ours")
-    result = _ours(ours, monkeypatch)
-    assert result.lfs_local > 0
-    assert _hooks(ours) == _hooks(theirs) != {}
+    """git-lfs's filter installs its hooks where missing when git starts it, and git then
+    runs the post-checkout it installed: after a fresh checkout, and after a switch that
+    brings the first LFS file (either writer: git's runs git with core.hooksPath=/dev/null,
+    which git-lfs reads too)."""
+    files = lfs_files(2)
+    src = lfs_repo(tmp_path, {b"plain": b"no LFS file yet\n"})
+    git(src, "checkout", "-q", "-b", "lfs")
+    write_tree_files(src, files)
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "lfs")
+    trace = {"ours": tmp_path / "ours.trace", "theirs": tmp_path / "theirs.trace"}
+    for rev in ("lfs", "main"):
+        ours, theirs = tmp_path / f"ours-{rev}", tmp_path / f"theirs-{rev}"
+        monkeypatch.setenv("GIT_TRACE", str(trace["theirs"]))
+        _theirs(src, theirs, rev=rev)
+        git(theirs, "checkout", "-q", "lfs")  # (a switch to the same commit, if fresh)
+        lfs_clone(src, ours)
+        monkeypatch.setenv("GIT_TRACE", str(trace["ours"]))
+        _ours(ours, monkeypatch, rev=rev)
+        _ours(ours, monkeypatch, rev="lfs")
+        monkeypatch.delenv("GIT_TRACE")
+        assert _hooks(ours) == _hooks(theirs) != {}, rev
+        _same(ours, theirs)
+        ran = {k: t.read_text().count("git-lfs post-checkout") for k, t in trace.items()}
+        assert ran["ours"] == ran["theirs"] > 0, rev
+        for t in trace.values():
+            t.unlink()
 
 
 def test_partial_clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

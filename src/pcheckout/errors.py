@@ -243,11 +243,13 @@ class GitCloneError(GitError):
 
 class HookError(GitError):
     """A git hook pcheckout ran as git would (post-checkout) failed, after a complete
-    checkout: ``result`` is its report (a ``Result``), where there is one."""
+    checkout: ``result`` is its report (a ``Result``), where there is one; ``status`` the
+    hook's exit status (git clone exits with it; git checkout exits 1)."""
 
-    def __init__(self, message: str, *, result: object = None) -> None:
+    def __init__(self, message: str, *, result: object = None, status: int = 1) -> None:
         super().__init__(message)
         self.result = result
+        self.status = status
 
 
 class SubmoduleError(HookError):

@@ -202,9 +202,12 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
     try:
         if lock is not None and lock.took_over:
             ui.debug(f"took over {lock.path.decode(errors='replace')} of a pcheckout that died")
-        found = _found(ctx, opts.rev, target, early, repo.work_tree)
+        found = _found(ctx, opts, target, early, repo.work_tree)
         if found.switching and changes is not None:
             found = found._replace(changes=changes)
+        if not found.switching and found.previous is not None and found.previous.clone:
+            # git clone's interrupted checkout: finished as git clone's (its hooks)
+            opts = dataclasses.replace(opts, clone=True)
     except BaseException:
         if lock is not None:
             lock.rollback()
@@ -212,9 +215,11 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
     return Run(ctx, opts, target, found, lock, ahead)
 
 
-def _found(ctx: Context, rev: str, target: Target, early: _Early | None, work_tree: Path) -> Found:
+def _found(
+    ctx: Context, opts: CheckoutOptions, target: Target, early: _Early | None, work_tree: Path
+) -> Found:
     """What the work tree holds (under the lock), with what round 1 read beside it."""
-    repo = ctx.repo
+    repo, rev = ctx.repo, opts.rev
     listed = None
     patterns = None
     if early is not None:
@@ -225,7 +230,8 @@ def _found(ctx: Context, rev: str, target: Target, early: _Early | None, work_tr
         if Path(early.git_dir).resolve() == repo.git_dir:
             patterns = Patterns(early.patterns)
     occupied = occupants(work_tree)
-    previous = journal.read(repo.git_dir / IN_PROGRESS) if occupied else None
+    # (an empty work tree's journal: git clone's checkout interrupted before its first file)
+    previous = journal.read(repo.git_dir / IN_PROGRESS) if occupied or not opts.clone else None
     # An interrupted switch left the index and HEAD where it began: a switch again.
     fresh_left = previous is not None and previous.kind != "switch"
     switching = bool(occupied) and not fresh_left and repo.index_path.exists()

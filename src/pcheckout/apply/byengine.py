@@ -27,7 +27,7 @@ from pcheckout.git.promisor import fetch as fetch_blobs
 from pcheckout.write import partial
 from pcheckout.write.engine import Outcome
 from pcheckout.write.indexout import settle, write_fresh_index, write_switch_index
-from pcheckout.write.remove import delete_parallel, remove_empty_dirs
+from pcheckout.write.remove import delete_parallel, remove_empty_dirs, rmdir_warning
 from pcheckout.write.worktree import WriteRequest, merge_outcomes, write_tree
 
 __all__ = ["write"]
@@ -78,9 +78,7 @@ def _fresh(job: Job) -> Written:
         outcome, fetched = partial.write_selected(ctx, request, sel, latency_bound=latency_bound)
     if job.journal is not None:
         job.journal.close()
-    lfs_plan = plan.conversion.lfs
-    if lfs_plan is not None and (lfs_plan.local or lfs_plan.plain):
-        lfs.install_hooks(ctx.git, ctx.repo, ctx.config)  # (as git-lfs's filter would)
+    _lfs_hooks(ctx, plan.conversion)
     failed = submodules.move(ctx, plan.root, plan.submodules)
     settle(plan.fs, outcome)
     write_fresh_index(
@@ -102,6 +100,14 @@ def _fresh(job: Job) -> Written:
         failed=tuple(failed),
         conversion=plan.conversion,  # (its LFS counts after the fetch)
     )
+
+
+def _lfs_hooks(ctx: Context, conversion: convert.ConversionPlan) -> None:
+    """git-lfs's hooks where one is missing, as git-lfs's filter installs them when it
+    starts, where LFS files were written without it."""
+    lfs_plan = conversion.lfs
+    if lfs_plan is not None and (lfs_plan.local or lfs_plan.plain):
+        lfs.install_hooks(ctx.git, ctx.repo, ctx.config)
 
 
 def _fetch_lfs(ctx: Context, conversion: convert.ConversionPlan, commit: str | None) -> None:
@@ -201,7 +207,12 @@ def _switch(job: Job) -> Written:
         fetched = fetch_blobs(ctx.git, sel.remotes, sorted(sel.missing))
     root_b = os.fsencode(plan.root)
     failed = submodules.remove(ctx, plan.root, plan.submodules)
-    delete_parallel(root_b, plan.delete, max(1, plan.workers.workers), plan.min_share)
+    left = delete_parallel(root_b, plan.delete, max(1, plan.workers.workers), plan.min_share)
+    if left:  # a gitlink leaving the tree whose directory holds anything: git warns
+        staying = {e.path for e in plan.entries}  # (a gitlink moved is written again)
+        for path, exc in left:
+            if path not in staying:
+                ctx.ui.git_message(rmdir_warning(path, exc))
     remove_empty_dirs(root_b, set(plan.delete), plan.entries)
     conversion = convert.plan_conversion(
         ctx, plan.tree, plan.entries, tree_entries=plan.tree_entries
@@ -222,13 +233,19 @@ def _switch(job: Job) -> Written:
         lfs_read_ahead=plan.workers.workers if plan.fs.latency_bound else 0,
     )
     try:
-        outcome = write_tree(ctx, request)
+        if plan.collisions is not None:  # paths that fold together, on a destination that folds
+            done = dataclasses.replace(sel, missing=set())  # (fetched above)
+            bound = bool(plan.fs.latency_bound)
+            outcome, _ = collided.write_rounds(ctx, request, done, plan.collisions, bound)
+        else:
+            outcome = write_tree(ctx, request)
     except BaseException:
         if lfs_fetch is not None:
             lfs_fetch.close()  # (its stage, with the objects it fetched)
         raise
     if lfs_fetch is not None:
         lfs_fetch.keep(plan.workers.workers)  # (before the index records the switch)
+    _lfs_hooks(ctx, conversion)
     failed += submodules.move(ctx, plan.root, plan.submodules)
     settle(plan.fs, outcome)
     write_switch_index(ctx, plan.entries, outcome, plan.kept, tree=plan.tree, lock=job.lock)

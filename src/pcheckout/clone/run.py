@@ -149,13 +149,23 @@ def _checkout_phase(result: CloneResult, opts: CloneOptions, dest: str, ui: Clon
         result.skipped = "empty"  # git warned: "You appear to have cloned an empty repository."
     except HookError as exc:
         result.checkout = exc.result if isinstance(exc.result, Result) else None
-        raise HookError(
-            str(exc).replace("the checkout is", "the clone and its checkout are"), result=result
-        ) from None
+        failed = HookError(
+            str(exc).replace("the checkout is", "the clone and its checkout are"),
+            result=result,
+            status=exc.status,
+        )
+        failed.exit_code = exc.status  # git clone exits with the hook's status
+        raise failed from None
     if result.checkout is not None and args.recurse_submodules:
-        from pcheckout.clone.submodules import SubmoduleRun, update_submodules  # see __init__
+        from pcheckout.clone.submodules import (  # see __init__
+            SubmoduleRun,
+            submodule_environ,
+            update_submodules,
+        )
 
-        run = SubmoduleRun(args, opts.environ, ui, opts.workers)
+        git = Git(target, debug=ui.debug, env=opts.environ)
+        environ = submodule_environ(git, opts.environ)
+        run = SubmoduleRun(args, environ, ui, opts.workers)
         result.submodules = update_submodules(target, run)
 
 

@@ -183,6 +183,7 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
         recurse_submodules=recursing(run.ctx, run.opts.clone),
         collisions=collided,
         untracked_kept=kept,
+        clone=run.opts.clone,
     )
 
 

@@ -111,6 +111,8 @@ class Plan(NamedTuple):
     #: a fresh checkout into a work tree holding untracked files: the names at its top the
     #: tree has nothing at, kept as they are (as git keeps them)
     untracked_kept: tuple[bytes, ...] = ()
+    #: git clone's checkout (its journal says so: a re-run finishes it as git clone would)
+    clone: bool = False
 
     @property
     def mode(self) -> Literal["checkout", "resume", "switch", "export"]:

@@ -16,10 +16,11 @@ fetched in one batch before anything changes.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import NamedTuple
 
+from pcheckout.decide import collisions
 from pcheckout.decide.hooks import after_checkout
 from pcheckout.decide.leftovers import Leftovers, earlier_tables, find, touched
 from pcheckout.decide.merge import (
@@ -37,6 +38,7 @@ from pcheckout.decide.workers import asked
 from pcheckout.decide.worktree import (
     Look,
     dirty_paths,
+    folded_index,
     modified,
     racily_clean_changed,
     refuse_untracked_in_the_way,
@@ -45,8 +47,9 @@ from pcheckout.decide.worktree import (
 )
 from pcheckout.errors import DestinationError, LocalChangesError, quote_paths
 from pcheckout.fs.detect import FsInfo
+from pcheckout.git import fsmonitor, untracked
 from pcheckout.git import index as ix
-from pcheckout.git import untracked
+from pcheckout.git.config import config_bool
 from pcheckout.git.indexformat import HASH_SIZES
 from pcheckout.git.sparse import Sparsity, expand_sparse_directories
 from pcheckout.git.sparse import load as load_sparsity
@@ -118,7 +121,10 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     strays = sorted(p for p in left.ours if p not in tables.in_index)
     split = split._replace(remove=sorted({*split.remove, *strays}))
     tracked = tables.in_index.keys() | left.ours
-    refuse_untracked_in_the_way(look, split.write, split.remove, tracked, tables.target)
+    folded = None
+    if config_bool(ctx.config.get("core.ignorecase"), False):  # (git's own: no probe)
+        folded = folded_index(tables.in_index.values())
+    refuse_untracked_in_the_way(look, split.write, split.remove, tracked, tables.target, folded)
     recurse = recursing(ctx, opts.clone)
     switching = Switching(
         run.root,
@@ -129,6 +135,7 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         opts.force,
         run.target.tree,
         recurse,
+        frozenset(left.ours),
     )
     subs = switch_moves(ctx, switching)
     absent = frozenset(left.ours - left.present)
@@ -143,8 +150,25 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         absent,
         index.split,
         index.untracked,
+        _fsmonitor(ctx.config, index, plan.keep.keys() - dirty),
     )
     return _plan(run, tables, _smudged(look, plan.keep), split, facts)
+
+
+def _fsmonitor(
+    config: Mapping[str, str], index: ix.Index, unchanged: Iterable[bytes]
+) -> fsmonitor.Kept | None:
+    """What the switch's index keeps of the fsmonitor extension (``git/fsmonitor.py``):
+    the entries kept ``unchanged`` (no local change found) stay as they were (None:
+    nothing, as git keeps nothing: no extension, or no ``core.fsmonitor``)."""
+    if index.fsmonitor is None or not fsmonitor.enabled(config):
+        return None
+    paths = [e.path for e in index.entries]  # (as stored: a sparse index's directories too)
+    kept = fsmonitor.read(index.fsmonitor, paths)
+    if kept is None:
+        return None
+    old = set(paths)
+    return kept._replace(valid=frozenset(p for p in unchanged if p in old))
 
 
 def _leftovers(run: Run, look: Look, tables: _Tables) -> Leftovers:
@@ -226,6 +250,7 @@ class _Facts(NamedTuple):
     absent: frozenset[bytes] = frozenset()  # removed paths not there (an interrupted run's)
     split: ix.SplitIndex | None = None  # a split index's tie to its shared index
     untracked: bytes | None = None  # the index's untracked cache (its UNTR payload)
+    fsmonitor: fsmonitor.Kept | None = None  # the index's fsmonitor state to keep
 
 
 def _plan(
@@ -279,6 +304,9 @@ def _plan(
             version,
             facts.split,
             _untracked(run, tables.in_index, [*kept, *recorded], write_entries, facts),
+            facts.fsmonitor._replace(valid=facts.fsmonitor.valid - moved)
+            if facts.fsmonitor is not None
+            else None,
         ),
         head=HeadMove(opts.rev, run.target),
         earlier=_earlier(run),
@@ -290,7 +318,14 @@ def _plan(
         hooks=after_checkout(run),
         submodules=facts.submodules,
         recurse_submodules=recursing(ctx, opts.clone),
+        collisions=collisions.find_switch(ctx, run.root, _on_disk(kept), write_entries),
     )
+
+
+def _on_disk(kept: list[ix.IndexEntry]) -> list[bytes]:
+    """The paths of the kept entries whose files are there (not skip-worktree)."""
+    skip = ix.EXT_FLAG_SKIP_WORKTREE
+    return [e.path for e in kept if not e.extended_flags & skip]
 
 
 def _untracked(

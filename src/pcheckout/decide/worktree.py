@@ -16,7 +16,7 @@ import os
 import shutil
 import stat as stat_mod
 import tempfile
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -37,6 +37,7 @@ __all__ = [
     "by_stat",
     "content_oids",
     "dirty_paths",
+    "folded_index",
     "index_seconds",
     "modified",
     "racily_clean_changed",
@@ -260,24 +261,30 @@ def refuse_untracked_in_the_way(
     delete: Collection[bytes],
     tracked: Collection[bytes],
     target: Mapping[bytes, Entry],
+    folded: Mapping[bytes, ix.IndexEntry] | None = None,
 ) -> None:
     """Untracked files in the way of what the switch is about to create (``write``,
     while ``delete`` goes) refuse it: pcheckout never deletes or overwrites untracked
-    files."""
+    files.  ``folded``: with ``core.ignorecase``, the index's entries by their folded
+    path, for git's rule that a file found under another spelling of a tracked entry,
+    whose stat data (or content) it has, is that entry's, not an untracked file
+    (unpack-trees.c ``check_ok_to_remove`` -> ``icase_exists``)."""
     gone = set(delete)
     in_the_way: list[bytes] = []
     checked_dirs: dict[bytes, bool] = {}
     looked = _look_up(look, write, tracked)
+    theirs = _Spelled(look, folded)
     for path in write:
         # leading directories must be real directories, or absent, or tracked files we delete
         parts = path.split(b"/")
         for k in range(1, len(parts)):
             d = b"/".join(parts[:k])
             if d not in checked_dirs:
-                checked_dirs[d] = _dir_ok(looked[d], d in gone)
+                st = looked[d]
+                checked_dirs[d] = _dir_ok(st, d in gone) or theirs.tracked(d, st)
                 if not checked_dirs[d]:
                     in_the_way.append(d)
-        if path not in tracked:
+        if path not in tracked and not theirs.tracked(path, looked[path]):
             in_the_way += _in_the_way(look.root_b, path, looked[path], target[path], tracked)
     if in_the_way:
         raise UntrackedInTheWayError(
@@ -285,6 +292,39 @@ def refuse_untracked_in_the_way(
             + quote_paths(sorted(set(in_the_way)))
             + "; move or remove them first (pcheckout never deletes untracked files)"
         )
+
+
+class _Spelled:
+    """git's ``icase_exists``: a file found at a path the index does not have is a tracked
+    entry's, found under another spelling, if the index has the path in another case
+    and its stat data matches the file (ie_match_stat: racily clean, its content)."""
+
+    def __init__(self, look: Look, folded: Mapping[bytes, ix.IndexEntry] | None) -> None:
+        self.look = look
+        self.folded = folded
+        self.index_mtime: int | None = None
+
+    def tracked(self, path: bytes, st: os.stat_result | None) -> bool:
+        if self.folded is None or st is None or stat_mod.S_ISDIR(st.st_mode):
+            return False
+        e = self.folded.get(path.lower())
+        if e is None or e.path == path:
+            return False
+        if self.index_mtime is None:
+            self.index_mtime = index_seconds(self.look)
+        verdict = by_stat(e, st, self.index_mtime, self.look.rules)
+        if verdict is None:
+            verdict = bool(_by_content(self.look, [e]))
+        return verdict is False
+
+
+def folded_index(entries: Iterable[ix.IndexEntry]) -> dict[bytes, ix.IndexEntry]:
+    """The index's entries by their path folded as ``core.ignorecase`` folds it (ASCII),
+    the first in index order for each (name-hash.c ``index_file_exists``)."""
+    folded: dict[bytes, ix.IndexEntry] = {}
+    for e in entries:
+        folded.setdefault(e.path.lower(), e)
+    return folded
 
 
 def _dir_ok(st: os.stat_result | None, deleted: bool) -> bool:

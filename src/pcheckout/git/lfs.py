@@ -541,11 +541,24 @@ def _landed(plan: LfsPlan, indexes: Sequence[int], objects: str | None = None) -
 HOOKS = ("pre-push", "post-checkout", "post-commit", "post-merge")
 
 
+def hooks_missing(repo: Repo, config: Mapping[str, str]) -> bool:
+    """Whether one of the hooks git-lfs's filter installs is missing."""
+    return not all(hooks.find(repo, config, name) is not None for name in HOOKS)
+
+
 def install_hooks(git: Git, repo: Repo, config: Mapping[str, str]) -> bool:
     """What git-lfs's filter does when it starts, for a checkout that ran none: its hooks
     where one is missing (``git lfs update``; one that exists is left as it is, and a
     failure is git-lfs's to report the next time it runs).  True if it ran."""
-    if all(hooks.find(repo, config, name) is not None for name in HOOKS):
+    if not hooks_missing(repo, config):
         return False
     git.run("lfs", "update", ok_codes=tuple(range(256)))
     return True
+
+
+def runs_git_lfs(config: Mapping[str, str]) -> bool:
+    """Whether git's filter for ``lfs`` is git-lfs, however it is called (its ``process``
+    when set, else its ``smudge``): git-lfs installs its hooks when git starts it."""
+    process = config.get("filter.lfs.process")
+    command = process if process is not None else config.get("filter.lfs.smudge") or ""
+    return re.search(r"\bgit[- ]lfs\b", command) is not None

@@ -201,15 +201,11 @@ def update_head(
             remote = unique_remote_branch(git, branch)
             if remote is None:  # pragma: no cover - resolved earlier
                 raise GitError(f"branch {branch} disappeared")
-            git.run("branch", "--track", branch, remote.removeprefix("refs/remotes/"))
-        git.run("symbolic-ref", "-m", f"checkout: moving from {old_name} to {branch}", "HEAD", ref)
+            # (hooks=True: its reference-transaction hook sees what git's checkout gives it)
+            git.run("branch", "--track", branch, remote.removeprefix("refs/remotes/"), hooks=True)
+        message = f"checkout: moving from {old_name} to {branch}"
+        git.run("symbolic-ref", "-m", message, "HEAD", ref, hooks=True)
         return move
-    git.run(
-        "update-ref",
-        "--no-deref",
-        "-m",
-        f"checkout: moving from {old_name} to {rev}",
-        "HEAD",
-        commit,
-    )
+    message = f"checkout: moving from {old_name} to {rev}"
+    git.run("update-ref", "--no-deref", "-m", message, "HEAD", commit, hooks=True)
     return move
