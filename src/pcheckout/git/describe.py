@@ -54,7 +54,8 @@ def tracking(git: Git, branch: str) -> Tracking | None:
     upstream, _, track = decode(proc.stdout).strip().partition("\0")
     if not upstream:
         return None
-    counts = dict(part.split(" ", 1)[::-1] for part in track.split(", ") if " " in part)
+    # "ahead 2, behind 1": each word before its count
+    counts = dict(part.split(" ", 1) for part in track.split(", ") if " " in part)
     return Tracking(
         upstream, int(counts.get("ahead", 0)), int(counts.get("behind", 0)), track == "gone"
     )
