@@ -69,6 +69,120 @@ def _same(
     return proc
 
 
+@pytest.mark.parametrize(
+    ("rev", "code"),
+    [
+        ("nope", 1),  # error: pathspec 'nope' did not match any file(s) known to git
+        ("main~9", 1),
+        ("v1..main", 1),
+        ("v1^{tree}", 128),  # fatal: Cannot switch branch to a non-commit 'v1^{tree}'
+        ("HEAD:a", 128),  # fatal: reference is not a tree: HEAD:a
+        (":/c2", 0),  # a commit found by its message
+        ("@{-9}", 1),
+    ],
+)
+def test_revisions_git_reads_or_refuses(tmp_path: Path, rev: str, code: int) -> None:
+    ours, theirs = _twins(tmp_path, _history(tmp_path))
+    assert _same(ours, theirs, rev).returncode == code
+
+
+def test_a_tree_or_blob_by_its_id(tmp_path: Path) -> None:
+    ours, theirs = _twins(tmp_path, _history(tmp_path))
+    for name in ("main^{tree}", "main:a"):
+        oid = git(ours, "rev-parse", name).decode().strip()
+        assert _same(ours, theirs, oid).returncode == 128
+
+
+def test_a_name_both_tag_and_branch_warns_and_takes_the_branch(tmp_path: Path) -> None:
+    src = _history(tmp_path)
+    git(src, "tag", "side", "main")  # the tag is at c2, the branch at c1
+    ours, theirs = _twins(tmp_path, src)
+    for repo in (ours, theirs):
+        git(repo, "branch", "side", "origin/side")
+    proc = _same(ours, theirs, "side")
+    assert proc.stderr.splitlines()[0] == "warning: refname 'side' is ambiguous."
+    assert git(ours, "symbolic-ref", "HEAD") == b"refs/heads/side\n"
+
+
+def _remote_branch(tmp_path: Path) -> tuple[Path, Path]:
+    src = _history(tmp_path)
+    git(src, "branch", "feat", "main~1")
+    return _twins(tmp_path, src)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [{}, {"branch.autoSetupMerge": "false"}, {"checkout.guess": "false"}],
+    ids=["tracking", "autosetupmerge-false", "guess-false"],
+)
+def test_a_remote_branch_guessed(tmp_path: Path, config: dict[str, str]) -> None:
+    """The new branch's reflog names the remote-tracking ref ("branch: Created from
+    refs/remotes/origin/feat"); its upstream follows branch.autoSetupMerge; checkout.guess
+    off: git's pathspec error."""
+    ours, theirs = _remote_branch(tmp_path)
+    for repo in (ours, theirs):
+        for key, value in config.items():
+            git(repo, "config", key, value)
+    proc = _same(ours, theirs, "feat")
+    assert proc.returncode == (1 if config.get("checkout.guess") else 0)
+
+
+def test_a_branch_of_two_remotes(tmp_path: Path) -> None:
+    """git dies (128) unless checkout.defaultRemote names one of them."""
+    ours, theirs = _remote_branch(tmp_path)
+    for repo in (ours, theirs):
+        git(repo, "remote", "add", "other", str(tmp_path / "src"))
+        git(repo, "fetch", "-q", "other")
+    proc = run_cli("checkout", "feat", cwd=ours)
+    want = subprocess.run(["git", "checkout", "feat"], cwd=theirs, capture_output=True, text=True)
+    assert proc.returncode == want.returncode == 128
+    assert "'feat' matched multiple (2) remote tracking branches" in proc.stderr
+    assert "fatal: 'feat' matched multiple (2) remote tracking branches" in want.stderr
+    assert_same_as_git(ours, theirs)
+    for repo in (ours, theirs):
+        git(repo, "config", "checkout.defaultRemote", "other")
+    _same(ours, theirs, "feat")
+    assert git(ours, "config", "branch.feat.remote") == b"other\n"
+
+
+def test_a_remote_branch_that_is_also_a_file(tmp_path: Path) -> None:
+    ours, theirs = _remote_branch(tmp_path)
+    for repo in (ours, theirs):
+        (repo / "feat").write_bytes(b"untracked\n")
+    proc = run_cli("checkout", "feat", cwd=ours)
+    want = subprocess.run(["git", "checkout", "feat"], cwd=theirs, capture_output=True, text=True)
+    assert proc.returncode == want.returncode == 128
+    assert "'feat' could be both a local file and a tracking branch" in proc.stderr
+    assert git(ours, "for-each-ref") == git(theirs, "for-each-ref")
+
+
+def test_dash_names_the_commit_a_detached_head_left(tmp_path: Path) -> None:
+    """``-`` after a detached HEAD: git's advice names the full commit id it read."""
+    ours, theirs = _twins(tmp_path, _history(tmp_path))
+    for repo in (ours, theirs):
+        git(repo, "checkout", "-q", "v1")
+        git(repo, "checkout", "-q", "main")
+    proc = _same(ours, theirs, "-")
+    v1 = git(ours, "rev-parse", "v1^{commit}").decode().strip()
+    assert f"Note: switching to '{v1}'." in proc.stderr
+
+
+def test_an_unborn_branch(tmp_path: Path) -> None:
+    """``git checkout`` on an unborn branch dies (128); ``git checkout HEAD`` reads HEAD
+    as a path (1)."""
+    for name in ("ours", "theirs"):
+        git(tmp_path, "init", "-q", "-b", "main", name)
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    for words, code in (([], 128), (["HEAD"], 1)):
+        proc = run_cli("checkout", *words, cwd=ours)
+        want = subprocess.run(
+            ["git", "checkout", *words], cwd=theirs, capture_output=True, text=True
+        )
+        assert proc.returncode == want.returncode == code
+        assert _said(proc.stderr) == _said(want.stderr)
+    assert _said(run_cli("checkout", cwd=ours).stderr) == ["You are on a branch yet to be born"]
+
+
 def test_the_upstream_a_branch_is_behind(tmp_path: Path) -> None:
     """git's tracking line counts what the branch lacks ("behind ... by 1 commit")."""
     ours, theirs = _twins(tmp_path, _history(tmp_path))

@@ -10,7 +10,9 @@ that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
     │   ├── GitCloneError       git clone failed (it said why; exit with its code)
     │   ├── HookError           a hook run as git runs it (post-checkout) failed
     │   ├── NotARepositoryError
-    │   ├── UnknownRevisionError
+    │   ├── UnknownRevisionError    REV names nothing git checkout takes (git's pathspec error)
+    │   │   ├── UnbornHeadError     REV is HEAD, and HEAD's branch has no commit yet
+    │   │   └── RevisionRefusedError  git checkout dies on REV (a tree, two remotes' branch)
     │   ├── CatFileError        a cat-file worker died, lied or was truncated
     │   │   └── MissingObjectError  the object is not in the repository
     │   └── FilterError         git's filters failed on a path (names the path and filter)
@@ -93,6 +95,25 @@ class NotARepositoryError(GitError):
 
 class UnknownRevisionError(GitError):
     pass
+
+
+def no_such_revision(rev: str) -> str:
+    """What ``git checkout REV`` says (exit 1) of a REV that is neither a revision nor a
+    remote-tracking branch to guess: it read REV as a path (builtin/checkout.c
+    checkout_paths(), git 2.39's words)."""
+    return f"pathspec '{rev}' did not match any file(s) known to git"
+
+
+class UnbornHeadError(UnknownRevisionError):
+    """REV is HEAD and HEAD names a branch with no commit yet (an empty repository, an
+    orphan branch)."""
+
+
+class RevisionRefusedError(UnknownRevisionError):
+    """git checkout dies on this REV (``die()``: exit 128, git's message): a tree or a
+    blob, a name several remotes' branches match, a branch checked out elsewhere."""
+
+    exit_code = 128
 
 
 class CatFileError(GitError):

@@ -193,6 +193,8 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
         ),
     )
     git.version = version
+    for line in target.said:  # git's warnings on REV come first, as git checkout prints them
+        ui.git_message(line)
     if repo.work_tree is None:
         raise DestinationError(
             f"{opts.directory} is a bare repository; use 'pcheckout export' to write a tree"

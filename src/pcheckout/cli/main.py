@@ -19,7 +19,13 @@ from typing import TYPE_CHECKING, Any
 from pcheckout.cli import parser as grammar
 from pcheckout.cli.console import ConsoleReporter
 from pcheckout.cli.parser import PROG
-from pcheckout.errors import Interrupted, PcheckoutError, UsageError
+from pcheckout.errors import (
+    Interrupted,
+    PcheckoutError,
+    RevisionRefusedError,
+    UnbornHeadError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from pcheckout.fs.detect import FsInfo
@@ -59,7 +65,7 @@ def _cmd_checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     _note_clamp(args.workers, ui)
     opts = CheckoutOptions(
         directory=Path(args.directory),
-        rev=args.rev,
+        rev="HEAD" if args.rev is None else args.rev,
         workers=args.workers,
         dry_run=args.dry_run,
         force=args.force,
@@ -72,17 +78,23 @@ def _cmd_checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     def moved(result: Result) -> None:  # the summary and git's lines, before any hook runs
         _report(args, result)
         reported.append(result)
-        _say_head(Path(args.directory), result, args.rev)
+        _say_head(Path(args.directory), result)
 
     if not (args.quiet or args.json):
         ui.on_moved = moved
-    result = checkout(opts, ui)  # a failing hook raises after the report was printed
+    try:
+        result = checkout(opts, ui)  # a failing hook raises after the report was printed
+    except UnbornHeadError:
+        if args.rev is not None:
+            raise
+        # `git checkout` without a REV (builtin/checkout.c checkout_branch(): die)
+        raise RevisionRefusedError("You are on a branch yet to be born") from None
     if not reported:
         _report(args, result)
     return 0
 
 
-def _say_head(directory: Path, result: Result, rev: str) -> None:
+def _say_head(directory: Path, result: Result) -> None:
     """git checkout's lines for where HEAD went, on stderr, with git's facts (subjects,
     commits left behind, a new branch's upstream) asked for only here."""
     from pcheckout.cli import render
@@ -99,7 +111,7 @@ def _say_head(directory: Path, result: Result, rev: str) -> None:
     wanted = wanted if move.moved and (leaving or move.branch is None) else []
     left = describe.left_behind(git, old) if leaving and old is not None else None
     tracking = describe.tracking(git, move.branch) if move.branch else None
-    report = render.HeadReport(move, rev, describe.onelines(git, wanted), left, tracking)
+    report = render.HeadReport(move, move.rev, describe.onelines(git, wanted), left, tracking)
     for stream, line in render.head_lines(report):
         print(line, file=sys.stdout if stream == "out" else sys.stderr, flush=True)
 

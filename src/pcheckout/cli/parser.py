@@ -376,7 +376,7 @@ def _add_checkout(sub: Any) -> None:
     c = _sub(sub, CHECKOUT)
     _global(c, argparse.SUPPRESS)
     rev_help = "the branch, tag or commit to check out (default: HEAD)"
-    _arg(c, "rev", nargs="?", default="HEAD", metavar="REV", complete="rev", help=rev_help)
+    _arg(c, "rev", nargs="?", default=None, metavar="REV", complete="rev", help=rev_help)
     dir_help = "the working tree (default: the current directory; see the global -C)"
     _arg(c, "-C", dest="directory", default=".", metavar="DIR", complete="dir", help=dir_help)
     _writing_options(c, workers, writer)

@@ -210,7 +210,7 @@ class HeadReport(NamedTuple):
     """What git would say about HEAD after ``git checkout REV``, with git's facts gathered."""
 
     move: HeadOutcome
-    rev: str  # as the user typed it
+    rev: str  # as git names it: the user's REV, or what `-` and `@{-N}` name
     onelines: Mapping[str, str]  # commit -> "1a2b3c4 subject"
     left: LeftBehind | None  # a detached HEAD's commits left unreachable (None: not asked)
     tracking: Tracking | None  # the branch HEAD names against its upstream

@@ -152,6 +152,10 @@ def switch(
         raise GitError(f"git's writer cannot be given the revision {rev!r}; use --writer pcheckout")
     args = [
         *settings(workers, threshold),
+        # its "refname is ambiguous" warning was relayed when REV was resolved (git/refs.py);
+        # without the warning git stops at the same first match (refs.c repo_dwim_ref)
+        "-c",
+        "core.warnAmbiguousRefs=false",
         "checkout",
         "-q",
         "--progress" if progress is not None else "--no-progress",
