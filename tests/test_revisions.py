@@ -5,6 +5,7 @@ and the work tree."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -194,3 +195,39 @@ def test_the_upstream_a_branch_is_behind(tmp_path: Path) -> None:
     assert proc.returncode == want.returncode == 0
     assert proc.stdout.partition("\n")[2] == want.stdout
     assert "behind 'origin/main' by 1 commit" in want.stdout
+
+
+def test_a_branch_checked_out_in_another_worktree(tmp_path: Path) -> None:
+    """git refuses it (128) and changes nothing; its own branch, or HEAD, is fine."""
+    ours, theirs = _twins(tmp_path, _history(tmp_path))
+    for repo in (ours, theirs):
+        git(repo, "worktree", "add", "-q", "-b", "wtb", f"../{repo.name}-wt", "origin/side")
+    proc = _same(ours, theirs, "wtb")
+    assert proc.returncode == 128
+    assert _said(proc.stderr) == [f"'wtb' is already checked out at '{tmp_path}/ours-wt'"]
+    ours_wt, theirs_wt = tmp_path / "ours-wt", tmp_path / "theirs-wt"
+    want = subprocess.run(["git", "checkout", "main"], cwd=theirs_wt, capture_output=True)
+    proc = run_cli("checkout", "main", cwd=ours_wt)
+    assert proc.returncode == want.returncode == 128
+    assert f"'main' is already checked out at '{ours}'" in proc.stderr
+    assert _same(ours_wt, theirs_wt, "v1").returncode == 0
+    assert _same(ours_wt, theirs_wt, "wtb").returncode == 0
+
+
+def test_a_branch_being_rebased_in_another_worktree(tmp_path: Path) -> None:
+    """A work tree detached by a rebase of the branch still has it (git: 128)."""
+    ours, theirs = _twins(tmp_path, _history(tmp_path))
+    env = {**os.environ, "GIT_SEQUENCE_EDITOR": "sed -i '1i break'"}
+    for repo in (ours, theirs):
+        git(repo, "worktree", "add", "-q", "-b", "wtb", f"../{repo.name}-wt", "origin/main")
+        subprocess.run(
+            ["git", "rebase", "-q", "-i", "HEAD~1"],
+            cwd=f"{repo}-wt",
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        assert git(f"{repo}-wt", "symbolic-ref", "-q", "HEAD", check=False) == b""
+    proc = _same(ours, theirs, "wtb")
+    assert proc.returncode == 128
+    assert _said(proc.stderr) == [f"'wtb' is already checked out at '{tmp_path}/ours-wt'"]

@@ -15,17 +15,19 @@ import dataclasses
 import importlib
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from pcheckout.context import Context, Reporter, both
-from pcheckout.errors import DestinationError, GitError
+from pcheckout.errors import DestinationError, GitError, RevisionRefusedError
 from pcheckout.fs.listing import occupants
 from pcheckout.git.config import read_config
 from pcheckout.git.lock import IndexLock
-from pcheckout.git.refs import Target, prior_checkout, resolve_target
-from pcheckout.git.runner import MIN_GIT, Git, discover, git_version
+from pcheckout.git.refs import Target, prior_checkout, resolve_target, symbolic_head
+from pcheckout.git.runner import MIN_GIT, Git, Repo, discover, git_version
 from pcheckout.git.tree import RootedListing, TreeChanges, list_rooted, tree_changes
+from pcheckout.git.worktrees import checked_out_elsewhere
 from pcheckout.options import CheckoutOptions
 from pcheckout.write import journal
 
@@ -199,6 +201,8 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
         raise DestinationError(
             f"{opts.directory} is a bare repository; use 'pcheckout export' to write a tree"
         )
+    if target.branch is not None and target.branch_exists:
+        _refuse_branch_elsewhere(git, repo, config, target.branch)
     ctx = Context(git, repo, config, ui, opts.environ, opts.spawn)
     lock = None if opts.dry_run else IndexLock.acquire(repo.index_path)
     try:
@@ -212,6 +216,15 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
             lock.rollback()
         raise
     return Run(ctx, opts, target, found, lock, ahead)
+
+
+def _refuse_branch_elsewhere(git: Git, repo: Repo, config: Mapping[str, str], branch: str) -> None:
+    """git checkout refuses a branch another work tree has checked out, unless HEAD names
+    it here already (builtin/checkout.c checkout_branch(), branch.c die_if_checked_out())."""
+    ref = f"refs/heads/{branch}"
+    where = checked_out_elsewhere(repo, config, ref)
+    if where is not None and symbolic_head(git, repo, config) != ref:
+        raise RevisionRefusedError(f"'{branch}' is already checked out at '{where}'")
 
 
 def _found(ctx: Context, rev: str, target: Target, early: _Early | None, work_tree: Path) -> Found:
