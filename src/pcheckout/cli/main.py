@@ -293,6 +293,13 @@ def _cmd_clone(words: Sequence[str], top: argparse.Namespace) -> int:
             "the checkout's worker count is --workers"
         )
     _note_clamp(workers, ui)
+
+    def moved(result: Result) -> None:  # git clone's advice, under -q too, before any hook
+        if result.head is not None:
+            for line in render.clone_head_lines(result.head):
+                print(line, file=sys.stderr, flush=True)
+
+    ui.on_moved = moved
     result = clone.clone(clone.CloneOptions(args, workers=workers), ui)
     if args.json:
         print_json(result.to_json())

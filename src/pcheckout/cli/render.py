@@ -256,6 +256,12 @@ def _moved(h: HeadReport) -> list[str]:
     return out
 
 
+def clone_head_lines(move: HeadOutcome) -> list[str]:
+    """What git clone says of the HEAD it checks out: the detach advice, naming the commit
+    (builtin/clone.c checkout(): no "HEAD is now at" line)."""
+    return [DETACH_ADVICE.format(rev=move.commit)] if move.branch is None and move.advice else []
+
+
 def tracking_text(t: Tracking, hints: bool) -> str:
     """remote.c's format_tracking_info (git 2.39), ``hints``: advice.statusHints."""
     up, ours, theirs = t.upstream, t.ahead, t.behind
@@ -435,6 +441,7 @@ def clone_summary(r: CloneResult) -> str:
         "bare": "bare: no checkout",
         "mirror": "mirror: no checkout",
         "empty": "empty repository: no checkout",
+        "no-head": "the remote's HEAD names no branch it has: no checkout",
     }
     if r.checkout is not None:
         parts.append(summary(r.checkout))

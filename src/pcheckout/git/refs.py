@@ -197,7 +197,14 @@ def head_outcome(
     hints = config_bool(config.get("advice.statushints"), True)
     if rev == "HEAD":
         return HeadOutcome(
-            target.commit, old_branch, target.head_commit, old_branch, False, hints=hints, rev=rev
+            target.commit,
+            old_branch,
+            target.head_commit,
+            old_branch,
+            False,
+            advice=advice,
+            hints=hints,
+            rev=rev,
         )
     created = target.branch is not None and not target.branch_exists
     return HeadOutcome(

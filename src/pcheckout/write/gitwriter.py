@@ -61,6 +61,9 @@ Progress = Callable[[int, int], None]
 
 #: git's progress line, in any language: "<title>:  45% (2281/5069)" (progress.c:display()).
 _PROGRESS = re.compile(rb"(\d+)% \((\d+)/(\d+)\)")
+#: git's progress line without a total: "<title>: 0, done." (progress.c:display(): a
+#: sparse checkout's "Updating index flags" under read-tree -v); not one of git's messages.
+_COUNT = re.compile(rb": +\d+(, [^,]+\.)?$")
 
 #: What git says when its checkout refuses to touch the working tree (unpack-trees.c,
 #: setup_unpack_trees_porcelain(): "would be overwritten", "would be removed", "would be lost";
@@ -269,7 +272,8 @@ def _line(part: bytes, messages: list[bytes], progress: Progress | None, updated
         if progress is not None:
             progress(done, total)
         return total
-    messages.append(part)
+    if _COUNT.search(part) is None:
+        messages.append(part)
     return updated
 
 
