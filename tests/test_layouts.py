@@ -169,3 +169,38 @@ def test_a_separate_git_dir_and_sha256(tmp_path: Path) -> None:
     )
     assert proc.returncode == want.returncode == 0 and proc.stderr == want.stderr
     assert_same_as_git(ours, theirs)
+
+
+@pytest.mark.parametrize("where", ["nowhere", "bare", "git-dir", "missing"])
+def test_where_git_refuses_to_run(tmp_path: Path, where: str) -> None:
+    """git dies there (128) before it reads REV: its message, pcheckout's exit code."""
+    _history(tmp_path)
+
+    def make(root: Path) -> tuple[Path, dict[str, str]]:
+        if where == "nowhere":
+            (root / "plain").mkdir()
+            return root / "plain", {}
+        if where == "bare":
+            git(root, "clone", "-q", "--bare", str(root.parent / "src"), "b.git")
+            return root / "b.git", {}
+        if where == "git-dir":
+            return _clone(root) / ".git", {}
+        return root, {}
+
+    words = ["-C", "gone"] if where == "missing" else []
+    runs = []
+    for side in ("theirs", "ours"):
+        (tmp_path / side).mkdir()
+        cwd, _ = make(tmp_path / side)
+        if side == "theirs":
+            cmd = ["git", *words, "checkout", "nope"]
+            runs.append(subprocess.run(cmd, cwd=cwd, capture_output=True, text=True))
+        else:
+            runs.append(run_cli(*words, "checkout", "nope", cwd=cwd))
+    want, proc = runs
+    assert proc.returncode == want.returncode == 128
+    said = _said(proc.stderr)
+    if where in ("bare", "git-dir"):  # pcheckout says what writes a tree there
+        assert said[0].startswith(_said(want.stderr)[0] + " (")
+    else:
+        assert said == _said(want.stderr)

@@ -82,15 +82,19 @@ class GitError(PcheckoutError):
 
     def __init__(self, message: str, *, cmd: list[str] | None = None, stderr: bytes = b"") -> None:
         tail = decode(stderr).strip().splitlines()[-1:] if stderr else []
-        if tail and tail[0] not in message:
-            message = f"{message} ({tail[0].removeprefix('fatal: ')})"
+        said = tail[0].removeprefix("fatal: ") if tail else ""
+        if said and said not in message:
+            message = f"{message} ({said})"
         super().__init__(message)
         self.cmd = cmd
         self.stderr = stderr
 
 
 class NotARepositoryError(GitError):
-    pass
+    """No repository there (or no work tree: a bare one), in git's words; exit 128 as git's
+    ``die()`` in setup.c."""
+
+    exit_code = 128
 
 
 class UnknownRevisionError(GitError):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from pcheckout.context import Context, Reporter, both
-from pcheckout.errors import DestinationError, GitError, RevisionRefusedError
+from pcheckout.errors import GitError, NotARepositoryError, RevisionRefusedError
 from pcheckout.fs.listing import occupants
 from pcheckout.git.config import read_config
 from pcheckout.git.lock import IndexLock
@@ -188,7 +188,7 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
     if opts.rev == "-" or opts.rev.startswith("@{-"):  # one git process more, before round 1
         opts = dataclasses.replace(opts, rev=prior_checkout(git, opts.rev))
     (version, repo), ((config, (target, changes)), early) = both(
-        lambda: both(lambda: git_version(git.exe), lambda: discover(git)),
+        lambda: both(lambda: git_version(git.exe), lambda: _with_work_tree(discover(git))),
         lambda: both(
             lambda: both(lambda: read_config(git), lambda: _resolve(git, opts, ahead)),
             lambda: _early(git, opts, ahead),
@@ -197,10 +197,6 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
     git.version = version
     for line in target.said:  # git's warnings on REV come first, as git checkout prints them
         ui.git_message(line)
-    if repo.work_tree is None:
-        raise DestinationError(
-            f"{opts.directory} is a bare repository; use 'pcheckout export' to write a tree"
-        )
     if target.branch is not None and target.branch_exists:
         _refuse_branch_elsewhere(git, repo, config, target.branch)
     ctx = Context(git, repo, config, ui, opts.environ, opts.spawn)
@@ -208,6 +204,7 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
     try:
         if lock is not None and lock.took_over:
             ui.debug(f"took over {lock.path.decode(errors='replace')} of a pcheckout that died")
+        assert repo.work_tree is not None  # (_with_work_tree)
         found = _found(ctx, opts.rev, target, early, repo.work_tree)
         if found.switching and changes is not None:
             found = found._replace(changes=changes)
@@ -216,6 +213,17 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
             lock.rollback()
         raise
     return Run(ctx, opts, target, found, lock, ahead)
+
+
+def _with_work_tree(repo: Repo) -> Repo:
+    """``repo``, which must have a work tree (git checkout's setup: a bare repository or a
+    git dir itself dies, git.c RUN_SETUP | NEED_WORK_TREE), before REV's errors."""
+    if repo.work_tree is None:
+        raise NotARepositoryError(
+            "this operation must be run in a work tree "
+            "(a bare repository, or inside a git dir; 'pcheckout export' writes a tree)"
+        )
+    return repo
 
 
 def _refuse_branch_elsewhere(git: Git, repo: Repo, config: Mapping[str, str], branch: str) -> None:

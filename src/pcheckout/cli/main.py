@@ -21,6 +21,7 @@ from pcheckout.cli.console import ConsoleReporter
 from pcheckout.cli.parser import PROG
 from pcheckout.errors import (
     Interrupted,
+    NotARepositoryError,
     PcheckoutError,
     RevisionRefusedError,
     UnbornHeadError,
@@ -374,12 +375,12 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str] | None]:
 
 
 def _chdir(dirs: Sequence[str]) -> None:
-    """``-C DIR``, as git: each one relative to the one before."""
+    """``-C DIR``, as git: each one relative to the one before (its message, exit 128)."""
     for d in dirs:
         try:
             os.chdir(d)
         except OSError as exc:
-            raise PcheckoutError(f"cannot change to '{d}': {exc.strerror}") from None
+            raise NotARepositoryError(f"cannot change to '{d}': {exc.strerror}") from None
 
 
 def _wants_json(argv: Sequence[str]) -> bool:
