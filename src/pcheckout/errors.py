@@ -13,6 +13,7 @@ that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
     │   ├── UnknownRevisionError    REV names nothing git checkout takes (git's pathspec error)
     │   │   ├── UnbornHeadError     REV is HEAD, and HEAD's branch has no commit yet
     │   │   └── RevisionRefusedError  git checkout dies on REV (a tree, two remotes' branch)
+    │   ├── HeadUpdateError     HEAD could not be moved (its lock held): git's words, 128
     │   ├── CatFileError        a cat-file worker died, lied or was truncated
     │   │   └── MissingObjectError  the object is not in the repository
     │   └── FilterError         git's filters failed on a path (names the path and filter)
@@ -120,6 +121,13 @@ class RevisionRefusedError(UnknownRevisionError):
     exit_code = 128
 
 
+class HeadUpdateError(GitError):
+    """HEAD (or the branch git checkout makes) could not be moved after the work tree and
+    the index were written, as git's checkout leaves them: git's words, exit 128."""
+
+    exit_code = 128
+
+
 class CatFileError(GitError):
     """A cat-file process failed; ``detail`` and ``request`` name what and where."""
 
@@ -136,6 +144,8 @@ class FilterError(GitError):
 class CorruptObjectError(GitError):
     """An object's stored bytes are damaged (a loose object read in-process: git/odb.py);
     ``detail`` says how, and where."""
+
+    exit_code = 128  # git dies on it: "loose object ... is corrupt"
 
     def __init__(self, message: str, *, cmd: list[str] | None = None, stderr: bytes = b"") -> None:
         super().__init__(message, cmd=cmd, stderr=stderr)

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from pcheckout.errors import (
+    HeadUpdateError,
     RevisionRefusedError,
     UnbornHeadError,
     UnknownRevisionError,
@@ -148,6 +149,8 @@ def _guessed(git: Git, rev: str, head: tuple[str | None, str | None]) -> Target:
     """A name no object matches: a remote's branch to create (``--guess``), else git's
     "pathspec did not match" (where REV is a path git would restore it: pcheckout writes
     whole trees only, docs/git-differences.md)."""
+    if _names_an_id(git, rev):  # a ref (or a full id) naming an object that is missing
+        raise RevisionRefusedError(f"reference is not a tree: {rev}")
     remote = guess.remote_branch(git, rev)
     if remote is None:
         if _is_known_path(git, rev):
@@ -159,6 +162,13 @@ def _guessed(git: Git, rev: str, head: tuple[str | None, str | None]) -> Target:
     commit = resolve(git, remote, "commit")
     tree = resolve(git, commit, "tree")
     return Target(commit, tree, rev, False, *head, start=remote)
+
+
+def _names_an_id(git: Git, rev: str) -> bool:
+    """Whether ``rev`` names an object id although no object answers it (a dangling ref):
+    git checkout's get_oid_mb() reads it, then finds no tree (parse_branchname_arg())."""
+    proc = git.run("rev-parse", "--quiet", "--verify", rev, ok_codes=(0, 1, 128))
+    return proc.returncode == 0 and bool(proc.stdout.strip())
 
 
 def _is_known_path(git: Git, name: str) -> bool:
@@ -237,15 +247,26 @@ def update_head(
         if not target.branch_exists and target.start is not None:
             # git checkout's create_branch() with branch.autoSetupMerge's tracking, as git
             # branch makes it; its reflog: "branch: Created from refs/remotes/origin/x"
-            git.run("branch", "--", branch, target.start)
-        git.run("symbolic-ref", "-m", f"checkout: moving from {old_name} to {branch}", "HEAD", ref)
+            _moving(git, "", "branch", "--", branch, target.start)
+        message = f"checkout: moving from {old_name} to {branch}"
+        _moving(git, "unable to update HEAD", "symbolic-ref", "-m", message, "HEAD", ref)
         return move
-    git.run(
-        "update-ref",
-        "--no-deref",
-        "-m",
-        f"checkout: moving from {old_name} to {rev}",
-        "HEAD",
-        commit,
-    )
+    message = f"checkout: moving from {old_name} to {rev}"
+    _moving(git, "", "update-ref", "--no-deref", "-m", message, "HEAD", commit)
     return move
+
+
+def _moving(git: Git, then: str, *args: str) -> None:
+    """A git command that moves HEAD; its failure is git checkout's, in git's words, one
+    line: a ref's lock held ("Unable to create '.git/HEAD.lock': File exists."), then
+    ``then``, what git checkout dies with after it (builtin/checkout.c
+    update_refs_for_switch())."""
+    proc = git.run(*args, ok_codes=(0, 1, 128))
+    if proc.returncode == 0:
+        return
+    said = [
+        line.strip().removeprefix("error: ").removeprefix("fatal: ")
+        for line in decode(proc.stderr).splitlines()
+        if line.strip()
+    ]
+    raise HeadUpdateError(" ".join([*said, then]).strip() or f"git {args[0]} failed")

@@ -300,7 +300,10 @@ def _error(command: str, code: int, messages: list[bytes], cmd: list[str]) -> Ex
     raw = b"\n".join(messages)
     if any(r in raw for r in _REFUSALS):
         return GitRefusedError(f"git checkout refused: {text}")
-    return GitError(f"git {command} failed: {text}", cmd=cmd)
+    error = GitError(f"git {command} failed: {text}", cmd=cmd)
+    if code == 128:  # git died (a lock held, a corrupt object): its exit code, as git's own
+        error.exit_code = code
+    return error
 
 
 def _strip(message: bytes) -> str:
