@@ -204,3 +204,32 @@ def test_where_git_refuses_to_run(tmp_path: Path, where: str) -> None:
         assert said[0].startswith(_said(want.stderr)[0] + " (")
     else:
         assert said == _said(want.stderr)
+
+
+@pytest.mark.parametrize("words", [["side"], [], ["-f", "side"]], ids=["side", "HEAD", "force"])
+def test_an_emptied_work_tree_with_its_index(tmp_path: Path, words: list[str]) -> None:
+    """Every file deleted, the index kept (a staged file in it): git's two-way merge, not a
+    fresh checkout: what both trees have alike stays deleted, the staged file stays staged
+    (``--force``: everything written, as git's)."""
+    _history(tmp_path)
+
+    def make(root: Path) -> tuple[Path, dict[str, str]]:
+        w = _clone(root)
+        (w / "new").write_bytes(b"staged\n")
+        git(w, "add", "new")
+        for p in w.iterdir():
+            if p.name == ".git":
+                continue
+            if p.is_dir():
+                for q in sorted(p.rglob("*"), reverse=True):
+                    q.rmdir() if q.is_dir() else q.unlink()
+                p.rmdir()
+            else:
+                p.unlink()
+        return w, {}
+
+    _both(tmp_path, make, *words)
+    ours, theirs = tmp_path / "ours" / "w", tmp_path / "theirs" / "w"
+    for args in (("ls-files", "-s"), ("status", "--porcelain"), ("rev-parse", "HEAD")):
+        assert git(ours, *args) == git(theirs, *args), args
+    assert sorted(os.listdir(ours)) == sorted(os.listdir(theirs))

@@ -248,10 +248,15 @@ def _found(ctx: Context, rev: str, target: Target, early: _Early | None, work_tr
         if Path(early.git_dir).resolve() == repo.git_dir:
             patterns = Patterns(early.patterns)
     occupied = occupants(work_tree)
-    previous = journal.read(repo.git_dir / IN_PROGRESS) if occupied else None
+    # An index is a switch's, as in git, even in an emptied work tree: git's two-way merge
+    # keeps its staged changes and leaves a file deleted where both trees have it alike
+    # (only a clone --no-checkout, an init or an interrupted fresh checkout has none).
+    indexed = repo.index_path.exists()
+    previous = journal.read(repo.git_dir / IN_PROGRESS) if occupied or indexed else None
     # An interrupted switch left the index and HEAD where it began: a switch again.
     fresh_left = previous is not None and previous.kind != "switch"
-    switching = bool(occupied) and not fresh_left and repo.index_path.exists()
+    switching = indexed and not fresh_left and target.head_tree is not None
+    switching = switching or (bool(occupied) and not fresh_left and indexed)
     return Found(occupied, previous, switching, listed, patterns)
 
 
