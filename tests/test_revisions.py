@@ -231,3 +231,22 @@ def test_a_branch_being_rebased_in_another_worktree(tmp_path: Path) -> None:
     proc = _same(ours, theirs, "wtb")
     assert proc.returncode == 128
     assert _said(proc.stderr) == [f"'wtb' is already checked out at '{tmp_path}/ours-wt'"]
+
+
+def test_a_remote_branch_through_a_custom_refspec(tmp_path: Path) -> None:
+    """The remote 'up' fetches into refs/remotes/mirror/: the guess maps refs/heads/feat
+    through it, and git's line names the remote and its branch ('up/feat')."""
+    src = _history(tmp_path)
+    git(src, "branch", "feat", "main~1")
+    for name in ("ours", "theirs"):
+        git(tmp_path, "init", "-q", "-b", "main", name)
+        repo = tmp_path / name
+        git(repo, "remote", "add", "up", str(src))
+        git(repo, "config", "remote.up.fetch", "+refs/heads/*:refs/remotes/mirror/*")
+        git(repo, "config", "--add", "remote.up.fetch", "^refs/heads/side")
+        git(repo, "fetch", "-q", "up")
+        git(repo, "checkout", "-q", "-b", "main", "mirror/main")
+    proc = _same(tmp_path / "ours", tmp_path / "theirs", "feat")
+    assert "branch 'feat' set up to track 'up/feat'." in proc.stdout
+    assert git(tmp_path / "ours", "config", "branch.feat.merge") == b"refs/heads/feat\n"
+    assert _same(tmp_path / "ours", tmp_path / "theirs", "side").returncode == 1  # excluded

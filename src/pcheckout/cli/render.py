@@ -227,7 +227,8 @@ def head_lines(h: HeadReport) -> list[Said]:
     out: list[Said] = []
     if m.moved:
         if m.created and h.tracking is not None:
-            out.append(("out", f"branch '{m.branch}' set up to track '{h.tracking.upstream}'."))
+            up = h.tracking.configured or h.tracking.upstream
+            out.append(("out", f"branch '{m.branch}' set up to track '{up}'."))
         out += [("err", line) for line in _moved(h)]
     if m.branch is not None and h.tracking is not None and not m.created:
         out.append(("out", tracking_text(h.tracking, m.hints)))  # a new branch: git says none
