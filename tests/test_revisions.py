@@ -250,3 +250,17 @@ def test_a_remote_branch_through_a_custom_refspec(tmp_path: Path) -> None:
     assert "branch 'feat' set up to track 'up/feat'." in proc.stdout
     assert git(tmp_path / "ours", "config", "branch.feat.merge") == b"refs/heads/feat\n"
     assert _same(tmp_path / "ours", tmp_path / "theirs", "side").returncode == 1  # excluded
+
+
+@pytest.mark.parametrize("rev", ["side", "v1"])
+def test_reflog_action_from_the_environment(tmp_path: Path, rev: str) -> None:
+    """GIT_REFLOG_ACTION is HEAD's reflog message, as git checkout writes it."""
+    ours, theirs = _twins(tmp_path, _history(tmp_path))
+    env = {"GIT_REFLOG_ACTION": "my tool: switching"}
+    want = subprocess.run(
+        ["git", "checkout", rev], cwd=theirs, capture_output=True, env={**os.environ, **env}
+    )
+    proc = run_cli("checkout", rev, cwd=ours, env=env)
+    assert proc.returncode == want.returncode == 0
+    assert _reflogs(ours) == _reflogs(theirs)
+    assert git(ours, "reflog", "-1", "--format=%gs") == b"my tool: switching\n"

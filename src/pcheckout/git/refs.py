@@ -3,6 +3,7 @@ how it moves HEAD afterwards."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from typing import NamedTuple
@@ -248,12 +249,20 @@ def update_head(
             # git checkout's create_branch() with branch.autoSetupMerge's tracking, as git
             # branch makes it; its reflog: "branch: Created from refs/remotes/origin/x"
             _moving(git, "", "branch", "--", branch, target.start)
-        message = f"checkout: moving from {old_name} to {branch}"
+        message = _reflog_message(git, old_name, branch)
         _moving(git, "unable to update HEAD", "symbolic-ref", "-m", message, "HEAD", ref)
         return move
-    message = f"checkout: moving from {old_name} to {rev}"
+    message = _reflog_message(git, old_name, rev)
     _moving(git, "", "update-ref", "--no-deref", "-m", message, "HEAD", commit)
     return move
+
+
+def _reflog_message(git: Git, old: str, new: str) -> str:
+    """HEAD's reflog message: GIT_REFLOG_ACTION where the environment sets it (a command
+    running git checkout for itself, as rebase does), else git's own words
+    (builtin/checkout.c update_refs_for_switch())."""
+    action = (git.env if git.env is not None else os.environ).get("GIT_REFLOG_ACTION")
+    return action if action is not None else f"checkout: moving from {old} to {new}"
 
 
 def _moving(git: Git, then: str, *args: str) -> None:
