@@ -75,6 +75,7 @@ _REFUSALS = (
     b"would be lost",
     b"not uptodate",
     b"Cannot update submodule",
+    b"resolve your current index",  # an unmerged index (unpack-trees.c): nothing changed
 )
 
 
