@@ -10,6 +10,7 @@ every other checkout, the same files in the work tree's git dir.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from pathlib import Path
 
@@ -50,17 +51,23 @@ def picks(git_dir: Path) -> list[str]:
 def clear(git: Git, git_dir: Path) -> list[str]:
     """Clear the state in ``git_dir`` as git checkout does after moving HEAD; git's lines
     to say (a cherry-pick cancelled, an autostash stored)."""
+    try:  # one listing, not an unlink per name (each a round trip on a network mount)
+        present = set(os.listdir(git_dir))
+    except OSError:
+        return []
     said: list[str] = []
     picked = False
     for name, warning in _PICKS:
-        if _unlink(git_dir / name):
+        if name in present and _unlink(git_dir / name):
             said.append(warning)
             picked = True
     if picked and _last_pick(git_dir):
         shutil.rmtree(git_dir / "sequencer", ignore_errors=True)
     for name in _MERGE_STATE:
-        _unlink(git_dir / name)
-    said += _store_autostash(git, git_dir / "MERGE_AUTOSTASH")
+        if name in present:
+            _unlink(git_dir / name)
+    if "MERGE_AUTOSTASH" in present:
+        said += _store_autostash(git, git_dir / "MERGE_AUTOSTASH")
     return said
 
 
