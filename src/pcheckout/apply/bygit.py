@@ -12,12 +12,13 @@ module that runs git to write a work tree):
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Sequence
 
 from pcheckout.apply import collided
 from pcheckout.apply.job import Job, Written
 from pcheckout.context import Context
-from pcheckout.errors import Interrupted
+from pcheckout.errors import GitError, GitRefusedError, Interrupted
 from pcheckout.git import attributes, lfs
 from pcheckout.git.config import config_bool
 from pcheckout.git.indexsize import written_bytes
@@ -72,13 +73,21 @@ def _switch(job: Job, lock: IndexLock) -> Written:
     try:
         with scratch_index(lock, copy=True) as scratch:
             by_git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
-            done = gitwriter.switch(
-                by_git,
-                plan.head.rev,
-                workers=plan.workers.workers,
-                threshold=PARALLEL_THRESHOLD,
-                progress=report,
-            )
+            before = _identity(scratch.path)
+            try:
+                done = gitwriter.switch(
+                    by_git,
+                    plan.head.rev,
+                    workers=plan.workers.workers,
+                    threshold=PARALLEL_THRESHOLD,
+                    progress=report,
+                )
+            except GitError as exc:
+                # git wrote the work tree and its index, then failed to move HEAD (its
+                # lock held): the index it wrote is git's own result, put in place
+                if not isinstance(exc, GitRefusedError) and _identity(scratch.path) != before:
+                    lock.commit_from(scratch.path)
+                raise
             # The old index is still in place until the commit.
             sparse = config_bool(ctx.config.get("core.sparsecheckout"), False)
             written, deleted, nbytes = gitwriter.switch_counts(
@@ -111,6 +120,15 @@ def _checked_out(ctx: Context) -> list[bytes]:
     """The index's entries git's checkout wrote (not skip-worktree)."""
     out = ctx.git.out("ls-files", "-t", "-z")
     return [rec[2:] for rec in out.split(b"\0") if rec.startswith(b"H ")]
+
+
+def _identity(path: bytes) -> tuple[int, int] | None:
+    """The file at ``path`` as git's lockfile.c replaces it (a rename: a new inode)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
 
 
 def _export(job: Job) -> Written:

@@ -25,7 +25,7 @@ from pcheckout.apply.report import finish, report
 from pcheckout.context import Context
 from pcheckout.decide.plan import Plan
 from pcheckout.errors import DestinationError, GitRefusedError, HookError, SubmoduleError
-from pcheckout.git import hooks
+from pcheckout.git import branchstate, hooks
 from pcheckout.git.promisor import PromisorFetchError
 from pcheckout.git.refs import HeadOutcome, head_outcome, update_head
 from pcheckout.options import Result
@@ -65,6 +65,7 @@ def apply(
     if plan.kind == "export":
         _make_destination(plan)
     t0 = time.monotonic()
+    picks = branchstate.picks(ctx.repo.git_dir) if plan.kind == "git-switch" else []
     with _journal(ctx, plan) as jr:
         _remove_leftovers(plan)
         written = writer.write(Job(ctx, plan, lock, jr, warm))
@@ -74,6 +75,12 @@ def apply(
     finish(result, written, time.monotonic() - t0, head)
     if head is not None:
         ctx.ui.moved(result)
+        # git's own checkout cleared it, quietly: its warnings said for it
+        cleared = picks
+        if plan.kind != "git-switch":
+            cleared = branchstate.clear(ctx.git, ctx.repo.git_dir)
+        for line in cleared:
+            ctx.ui.git_message(line)
     _run_hooks(ctx, plan, result, AFTER_HOOKS)
     if written.failed:  # as git's checkout: said after the switch, exit 1
         raise SubmoduleError("; ".join(written.failed), result=result)

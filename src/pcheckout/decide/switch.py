@@ -80,11 +80,13 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     destination's filesystem."""
     ctx, opts = run.ctx, run.opts
     index = ix.read_index(ctx.repo.index_path, git_dir=ctx.repo.git_dir)
-    if any(e.stage for e in index.entries):
-        raise DestinationError("the index has unmerged entries; resolve them first")
     index_entries = (
         expand_sparse_directories(ctx.git, index.entries) if index.sparse else list(index.entries)
     )
+    if any(e.stage for e in index_entries):
+        if not opts.force:  # git's words (unpack-trees.c: unmerged entries, not --force)
+            raise DestinationError("you need to resolve your current index first")
+        index_entries = _unmerged_as_changed(index_entries)
     tables = _Tables(
         {e.path: e for e in index_entries},
         {e.path: e for e in head_entries},
@@ -169,6 +171,22 @@ def _fsmonitor(
         return None
     old = set(paths)
     return kept._replace(valid=frozenset(p for p in unchanged if p in old))
+
+
+def _unmerged_as_changed(entries: list[ix.IndexEntry]) -> list[ix.IndexEntry]:
+    """``--force`` over a conflicted index, as ``git checkout -f`` resets it: each unmerged
+    path becomes one entry (our side's, else theirs, else the base), its stat data unknown,
+    so that the work tree's copy counts as a local change and is discarded."""
+    out: list[ix.IndexEntry] = []
+    sides: dict[bytes, ix.IndexEntry] = {}
+    for e in entries:
+        if not e.stage:
+            out.append(e)
+        elif e.path not in sides or e.stage == 2 or (e.stage == 3 and sides[e.path].stage == 1):
+            sides[e.path] = e
+    for e in sides.values():
+        out.append(ix.IndexEntry(e.path, e.mode, e.oid, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+    return sorted(out, key=lambda e: e.path)
 
 
 def _leftovers(run: Run, look: Look, tables: _Tables) -> Leftovers:

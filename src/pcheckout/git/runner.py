@@ -159,8 +159,9 @@ class Repo(NamedTuple):
 
 def discover(git: Git) -> Repo:
     """Locate the repository that ``git -C cwd`` would use."""
-    if not git.cwd.is_dir():
-        raise NotARepositoryError(f"cannot change to '{git.cwd}': no such directory")
+    if not git.cwd.is_dir():  # git -C's own words (git.c handle_options)
+        why = "Not a directory" if git.cwd.exists() else "No such file or directory"
+        raise NotARepositoryError(f"cannot change to '{git.cwd}': {why}")
     # One git call answers everything (each git process costs ~1.5 ms here).
     proc = git.run(
         "rev-parse",
@@ -174,8 +175,10 @@ def discover(git: Git) -> Repo:
         "--show-cdup",
         ok_codes=(0, 128),
     )
-    if proc.returncode != 0:
-        raise NotARepositoryError(f"not a git repository: {git.cwd}", stderr=proc.stderr)
+    if proc.returncode != 0:  # git's own words: "not a git repository (or any of ...)"
+        said = [line.strip() for line in decode(proc.stderr).splitlines() if line.strip()]
+        text = " ".join(said).removeprefix("fatal: ") or f"not a git repository: {git.cwd}"
+        raise NotARepositoryError(text, stderr=proc.stderr)
     lines = os.fsdecode(proc.stdout).split("\n")
     git_dir = (git.cwd / lines[0]).resolve()
     common = (git.cwd / lines[1]).resolve()

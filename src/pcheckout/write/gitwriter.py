@@ -61,6 +61,9 @@ Progress = Callable[[int, int], None]
 
 #: git's progress line, in any language: "<title>:  45% (2281/5069)" (progress.c:display()).
 _PROGRESS = re.compile(rb"(\d+)% \((\d+)/(\d+)\)")
+#: git's progress line without a total: "<title>: 0, done." (progress.c:display(): a
+#: sparse checkout's "Updating index flags" under read-tree -v); not one of git's messages.
+_COUNT = re.compile(rb": +\d+(, [^,]+\.)?$")
 
 #: What git says when its checkout refuses to touch the working tree (unpack-trees.c,
 #: setup_unpack_trees_porcelain(): "would be overwritten", "would be removed", "would be lost";
@@ -72,6 +75,7 @@ _REFUSALS = (
     b"would be lost",
     b"not uptodate",
     b"Cannot update submodule",
+    b"resolve your current index",  # an unmerged index (unpack-trees.c): nothing changed
 )
 
 
@@ -152,6 +156,10 @@ def switch(
         raise GitError(f"git's writer cannot be given the revision {rev!r}; use --writer pcheckout")
     args = [
         *settings(workers, threshold),
+        # its "refname is ambiguous" warning was relayed when REV was resolved (git/refs.py);
+        # without the warning git stops at the same first match (refs.c repo_dwim_ref)
+        "-c",
+        "core.warnAmbiguousRefs=false",
         "checkout",
         "-q",
         "--progress" if progress is not None else "--no-progress",
@@ -265,7 +273,8 @@ def _line(part: bytes, messages: list[bytes], progress: Progress | None, updated
         if progress is not None:
             progress(done, total)
         return total
-    messages.append(part)
+    if _COUNT.search(part) is None:
+        messages.append(part)
     return updated
 
 
@@ -292,7 +301,10 @@ def _error(command: str, code: int, messages: list[bytes], cmd: list[str]) -> Ex
     raw = b"\n".join(messages)
     if any(r in raw for r in _REFUSALS):
         return GitRefusedError(f"git checkout refused: {text}")
-    return GitError(f"git {command} failed: {text}", cmd=cmd)
+    error = GitError(f"git {command} failed: {text}", cmd=cmd)
+    if code == 128:  # git died (a lock held, a corrupt object): its exit code, as git's own
+        error.exit_code = code
+    return error
 
 
 def _strip(message: bytes) -> str:

@@ -57,6 +57,16 @@ def rmdir_warning(path: bytes, exc: OSError) -> str:
     return f"warning: unable to rmdir '{decode(path)}': {reason}"
 
 
+def _cwd_in(root_b: bytes) -> bytes:
+    """The process's working directory, relative to the work tree (b"" where it is outside):
+    since 2.35 git removes no directory a command was started in (setup.c original_cwd)."""
+    try:
+        rel = os.path.relpath(os.getcwdb(), os.path.realpath(root_b))
+    except (OSError, ValueError):  # the cwd is gone already
+        return b""
+    return b"" if rel == b"." or rel.startswith(b"..") else rel
+
+
 def remove_empty_dirs(root_b: bytes, deleted: Collection[bytes], written: Sequence[Entry]) -> None:
     """Remove directories that held deleted entries and are now empty (deepest
     first).  A directory still holding anything (kept or untracked files) is
@@ -73,6 +83,7 @@ def remove_empty_dirs(root_b: bytes, deleted: Collection[bytes], written: Sequen
         while d and d not in candidates:
             candidates.add(d)
             d = d.rpartition(b"/")[0]
+    needed.add(_cwd_in(root_b))  # git keeps the process's directory (dir.c remove_path)
     for d in sorted(candidates - needed, key=lambda x: x.count(b"/"), reverse=True):
         # not empty (untracked files) or already gone: keep it, as git does
         with contextlib.suppress(OSError):
