@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pcheckout.errors import GitError, UnknownRevisionError, decode
+from pcheckout.git.round1 import RESOLVE, batch_input
 from pcheckout.git.runner import Git
 
 
@@ -53,8 +54,7 @@ def batch_check(git: Git, names: Sequence[str]) -> list[tuple[str, str] | None]:
     trips to the repository before it does anything, so lookups share one."""
     if any("\n" in n for n in names):
         raise ValueError("an object name with a newline cannot be asked in a batch")
-    data = "".join(n + "\n" for n in names).encode("utf-8", "surrogateescape")
-    out = git.out("cat-file", "--batch-check=%(objectname) %(objecttype)", input=data)
+    out = git.out(*RESOLVE, input=batch_input(names))
     lines = decode(out).split("\n")[: len(names)]
     if len(lines) != len(names):
         raise GitError(f"git cat-file --batch-check answered {len(lines)} of {len(names)} names")

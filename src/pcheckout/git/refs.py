@@ -10,24 +10,21 @@ from typing import NamedTuple
 from pcheckout.errors import GitError, UnknownRevisionError, decode
 from pcheckout.git.config import config_bool
 from pcheckout.git.objects import batch_check, resolve
+from pcheckout.git.round1 import batchable, is_branch_name, target_names
 from pcheckout.git.runner import Git, Repo
 
-_NOT_IN_BRANCH_NAMES = frozenset(" ~^:?*[\\\x7f") | {chr(c) for c in range(32)}
-
-
-def is_branch_name(name: str) -> bool:
-    """Whether ``refs/heads/<name>`` is a well-formed ref name (git's
-    check_refname_format, conservatively), so that naming it cannot be read
-    as revision syntax (``v1~2``, ``x^{tree}``, ``@{-1}``)."""
-    if not name or name in ("HEAD", "@") or name.startswith("-") or "@{" in name:
-        return False
-    if ".." in name or "//" in name or name.endswith(("/", ".")):
-        return False
-    if any(c in _NOT_IN_BRANCH_NAMES for c in name):
-        return False
-    return all(
-        part and not part.startswith(".") and not part.endswith(".lock") for part in name.split("/")
-    )
+__all__ = [
+    "HeadOutcome",
+    "Target",
+    "head_outcome",
+    "is_branch_name",
+    "is_local_branch",
+    "prior_checkout",
+    "resolve_target",
+    "symbolic_head",
+    "unique_remote_branch",
+    "update_head",
+]
 
 
 _HEX_HEAD = re.compile(rb"(?:[0-9a-f]{40}|[0-9a-f]{64})\n?")
@@ -91,6 +88,9 @@ class Target(NamedTuple):
     branch_exists: bool  # False: a remote-tracking branch guessed, to be created
     head_tree: str | None  # the tree HEAD has now (None: unborn HEAD)
     head_commit: str | None  # the commit HEAD is at now (None: unborn HEAD)
+    #: the tree REV names read as any revision (``git diff-tree HEAD REV`` reads it so),
+    #: where a local branch of that name may win (None: not known)
+    rev_tree: str | None = None
 
 
 def resolve_target(git: Git, rev: str) -> Target:
@@ -98,20 +98,15 @@ def resolve_target(git: Git, rev: str) -> Target:
     over a tag or any other reading (git warns "refname is ambiguous" and takes
     the branch); else any commit-ish; else a unique remote-tracking branch
     (``--guess``).  One ``cat-file --batch-check`` answers the common case."""
-    if rev and not rev.startswith("-") and "\n" not in rev:
-        names = ["HEAD^{tree}", "HEAD^{commit}"]
-        if rev != "HEAD":  # each lookup of HEAD is several round trips on a network mount
-            names += [f"{rev}^{{commit}}", f"{rev}^{{tree}}"]
-        if is_branch_name(rev):
-            names += [f"refs/heads/{rev}^{{commit}}", f"refs/heads/{rev}^{{tree}}"]
-        found = [f[0] if f else None for f in batch_check(git, names)]
+    if batchable(rev):
+        found = [f[0] if f else None for f in batch_check(git, target_names(rev))]
         head = found[0], found[1]
         if rev == "HEAD":
             found[2:2] = [found[1], found[0]]
         if len(found) > 4 and found[4] and found[5]:
-            return Target(found[4], found[5], rev, True, *head)
+            return Target(found[4], found[5], rev, True, *head, found[3])
         if found[2] and found[3]:
-            return Target(found[2], found[3], None, False, *head)
+            return Target(found[2], found[3], None, False, *head, found[3])
     # Unknown (perhaps a remote branch to guess), or not sayable in a batch line.
     head = _head_tree_and_commit(git)
     try:

@@ -13,6 +13,7 @@ from operator import not_
 from typing import NamedTuple, overload
 
 from pcheckout.errors import GitError
+from pcheckout.git.round1 import DIFF_TREE, LISTING
 from pcheckout.git.runner import Git
 
 MODE_FILE = 0o100644
@@ -191,7 +192,7 @@ def list_rooted(git: Git, rev: str) -> RootedListing:
     rebuild the root tree object (:meth:`RootedListing.tree_id`).  So a listing started
     beside ``rev``'s resolution is known to be of the tree that resolution found, or not,
     whatever moved in between."""
-    args = ["ls-tree", "-r", "-t", "-z", "--full-tree", rev]
+    args = [*LISTING, rev]
     chunks: list[bytes] = [b"\0"]
     _read(git, args, chunks.append)
     return RootedListing(b"".join(chunks))
@@ -213,7 +214,14 @@ def _stream(git: Git, args: list[str], parse: Callable[[list[bytes]], None]) -> 
 
 
 def _read(git: Git, args: list[str], take: Callable[[bytes], None]) -> None:
-    """Run ``git ARGS`` and hand its output to ``take`` as it arrives."""
+    """Run ``git ARGS`` and hand its output to ``take`` as it arrives (or all of it, where
+    round 1 started it: ``git/round1.py``)."""
+    done = git.prestarted(args)
+    if done is not None:
+        take(done.stdout)
+        if done.returncode != 0:
+            raise GitError(f"'{' '.join(args)}' failed", cmd=git.argv(args), stderr=done.stderr)
+        return
     pipe = subprocess.PIPE
     proc = git.popen(args, stdin=subprocess.DEVNULL, stdout=pipe, stderr=pipe)
     assert proc.stdout is not None and proc.stderr is not None
@@ -296,7 +304,7 @@ def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
     """The paths ``git checkout`` updates and removes going from ``old_tree`` to
     ``new_tree``: one ``diff-tree -r`` (unchanged subtrees are skipped by id, so it costs
     what changed)."""
-    out = git.out("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", old_tree, new_tree)
+    out = git.out(*DIFF_TREE, old_tree, new_tree)
     fields = out.split(b"\0")
     written: list[bytes] = []
     modes: list[int] = []
