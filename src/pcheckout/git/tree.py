@@ -8,8 +8,6 @@ import os
 import subprocess
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from itertools import compress, repeat
-from operator import not_
 from typing import NamedTuple, overload
 
 from pcheckout.errors import GitError
@@ -164,17 +162,25 @@ class RootedListing(Sequence[Entry]):
 
     def root(self) -> bytes:
         """The root tree object's body, rebuilt from the top-level records (git's tree
-        entry: octal mode without leading zeros, space, name, NUL, the binary object id)."""
+        entry: octal mode without leading zeros, space, name, NUL, the binary object id).
+        Each subtree's records follow its own, every one of their paths below its name: a
+        binary search over the output finds the next top-level record, so the root of a
+        40k-entry listing is rebuilt without splitting its records (~15 ms)."""
+        raw = self.raw
         out = []
-        every, at = self.paths(), 0
-        for records in self.record_chunks():
-            paths = every[at : at + len(records)]
-            at += len(records)
-            nested = map(bytes.__contains__, paths, repeat(b"/"))  # in C: 40k paths in ~2 ms
-            for record, path in compress(zip(records, paths, strict=True), map(not_, nested)):
-                meta = record[: len(record) - len(path) - 1].split(b" ")
-                oid = bytes.fromhex(meta[2].decode("ascii"))
-                out.append(b"%o %s\0%s" % (int(meta[0], 8), path, oid))
+        at, last = 1, len(raw) - 1  # (raw[0] and raw[last] are NULs)
+        try:
+            while at < last:
+                tab = raw.index(b"\t", at)
+                nul = raw.index(b"\0", tab)
+                meta, name = raw[at:tab].split(b" "), raw[tab + 1 : nul]
+                oid = bytes.fromhex(meta[2].decode())
+                out.append(b"%o %s\0%s" % (int(meta[0], 8), name, oid))
+                at = nul + 1
+                if meta[1] == b"tree":
+                    at = _after_subtree(raw, at, name + b"/")
+        except (ValueError, IndexError):
+            raise GitError(f"unexpected ls-tree output: {raw[at : at + 80]!r}") from None
         return b"".join(out)
 
     def tree_id(self, hash_name: str) -> str:
@@ -184,6 +190,27 @@ class RootedListing(Sequence[Entry]):
         h.update(b"tree %d\0" % len(root))
         h.update(root)
         return h.hexdigest()
+
+
+def _after_subtree(raw: bytes, at: int, prefix: bytes) -> int:
+    """Where the first record at or after ``at`` whose path does not start with ``prefix``
+    starts (the records from ``at`` that do are contiguous: a subtree's, in ls-tree's
+    order), in ``raw`` as :class:`RootedListing` holds it."""
+
+    def below(pos: int) -> bool:  # the record starting after the NUL at or after pos-1
+        start = raw.find(b"\0", pos - 1) + 1
+        return start < len(raw) and raw.startswith(prefix, raw.index(b"\t", start) + 1)
+
+    lo, hi = at, len(raw) - 1
+    if not below(lo):  # (an empty subtree)
+        return lo
+    while hi - lo > 1:  # invariant: below(lo), not below(hi) (hi: the final NUL)
+        mid = (lo + hi) // 2
+        if below(mid):
+            lo = mid
+        else:
+            hi = mid
+    return raw.find(b"\0", hi - 1) + 1
 
 
 def list_rooted(git: Git, rev: str) -> RootedListing:
