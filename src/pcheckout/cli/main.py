@@ -143,16 +143,18 @@ def _cmd_export(args: argparse.Namespace, ui: ConsoleReporter) -> int:
 
 
 def _report(args: argparse.Namespace, result: Result) -> None:
-    from pcheckout.cli import render
-    from pcheckout.cli.console import console
-
     for warning in result.warnings:  # git's own wording (sparse-checkout patterns)
         print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         print_json(result.to_json())
     elif result.dry_run:
+        from pcheckout.cli import render
+        from pcheckout.cli.console import console
+
         render.plan(console(), result)
     elif not args.quiet:
+        from pcheckout.cli import render  # (not imported where nothing is said: -q)
+
         print(render.summary(result))
     sys.stdout.flush()
 
