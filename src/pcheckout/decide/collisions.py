@@ -207,15 +207,26 @@ def plan(entries: Sequence[Entry], wanted: Sequence[int], ignore_case: bool) -> 
 
 
 def find(
-    ctx: Context, root: Path, entries: Sequence[Entry], wanted: Sequence[int], clone: bool
+    ctx: Context,
+    root: Path,
+    entries: Sequence[Entry],
+    wanted: Sequence[int],
+    clone: bool,
+    *,
+    local: bool = False,
 ) -> Collisions | None:
     """The collisions of writing ``entries`` (at ``wanted``) into ``root``: only where two
     paths fold together, and the destination, probed, ignores case (where it cannot be
-    probed, ``core.ignorecase`` says)."""
+    probed, ``core.ignorecase`` says).  ``local``: the probe costs no round trips, so it
+    comes first, and a destination that matches names exactly needs no folding of the
+    paths (10-15 ms at 40k entries)."""
+    probed = folds(root) if local else None
+    if probed is False:
+        return None
     if not clashing(_paths(entries, wanted)):
         return None
     ignore_case = config_bool(ctx.config.get("core.ignorecase"), False)
-    probed = folds(root)
+    probed = folds(root) if probed is None else probed
     ctx.ui.debug(f"paths fold together; {root} ignores case: {probed} (probed)")
     if not (ignore_case if probed is None else probed):
         return None
