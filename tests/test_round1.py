@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo, run_cli
 
 from pcheckout.git import round1
@@ -126,3 +127,15 @@ def test_a_process_taken_gives_git_s_output_and_status(tmp_path: Path) -> None:
         )
     finally:
         round1.discard()
+
+
+def test_nothing_is_started_early_where_few_files_may_be_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # round 1's memory files would be held while the imports open theirs
+    src = _two_commits(tmp_path)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    monkeypatch.setattr(round1.resource, "getrlimit", lambda what: (64, 64))
+    round1.start("git", str(ours), "HEAD", dry_run=False, force=False, writer=None)
+    assert not round1.started(["git", "-C", str(ours), "--no-pager", *round1.LISTING, "HEAD"])
+    assert not round1._started

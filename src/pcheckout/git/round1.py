@@ -12,14 +12,17 @@ one.  What is not taken by the end of round 1 is stopped (:func:`discard`).
 
 Each process writes into an anonymous memory file (``memfd_create``), not a pipe: no
 reader is needed while Python imports (a 40k-entry listing is 6 MB, a pipe holds 64 KiB).
-Where that is not available nothing is started early.  This module imports nothing of
-pcheckout's and little of Python's: it runs before everything else.
+Where that is not available nothing is started early.  They are started on a thread:
+the interpreter lock is let go while each is forked and exec'd, so the imports go on.
+This module imports nothing of pcheckout's and little of Python's: it runs first.
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
+import threading
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -137,39 +140,70 @@ class _Started(NamedTuple):
 
 
 _started: dict[tuple[tuple[str, ...], bytes | None], _Started] = {}
+#: Below this many open files allowed, nothing is started early: round 1's memory files
+#: would be held while the imports open theirs (two per process, and Popen's pipes).
+MIN_OPEN_FILES = 256
+
+#: The thread starting them (the interpreter lock is let go while each process is forked
+#: and exec'd: the imports go on meanwhile, ~1 ms per process on the dev VM)
+_spawner: threading.Thread | None = None
 
 
 def start(
     git: str, directory: str, rev: str, *, dry_run: bool, force: bool, writer: str | None
 ) -> None:
     """Start round 1's processes for ``checkout REV`` in ``directory`` (as ``git -C
-    DIRECTORY``: ``runner.Git.argv``), each for :func:`taken` to collect."""
+    DIRECTORY``: ``runner.Git.argv``), each for :func:`taken` to collect, on a thread."""
+    global _spawner
     if not hasattr(os, "memfd_create") or rev == "-" or rev.startswith("@{-"):
         return  # (``-`` is resolved by a process of its own before round 1)
-    base = [git, "-C", directory, "--no-pager"]
-    _spawn([git, "version"], None)
-    _spawn([*base, *DISCOVER], None)
-    _spawn([*base, *CONFIG], None)
-    if not batchable(rev):
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < MIN_OPEN_FILES:
         return
-    _spawn([*base, *RESOLVE], batch_input(target_names(rev)))
-    early = looks(directory, rev, dry_run=dry_run, force=force, writer=writer)
-    if early.fresh or early.switch:
-        _spawn([*base, *LISTING, rev], None)
-    if early.switch:
-        _spawn([*base, *DIFF_TREE, "HEAD", rev], None)
+    base = [git, "-C", directory, "--no-pager"]
+    wanted: list[tuple[list[str], bytes | None]] = [
+        ([git, "version"], None),
+        ([*base, *DISCOVER], None),
+        ([*base, *CONFIG], None),
+    ]
+    if batchable(rev):
+        wanted.append(([*base, *RESOLVE], batch_input(target_names(rev))))
+        early = looks(directory, rev, dry_run=dry_run, force=force, writer=writer)
+        if early.fresh or early.switch:
+            wanted.append(([*base, *LISTING, rev], None))
+        if early.switch:
+            wanted.append(([*base, *DIFF_TREE, "HEAD", rev], None))
+    _spawner = threading.Thread(target=_spawn_all, args=(wanted,), name="pcheckout-round1")
+    _spawner.daemon = True
+    _spawner.start()
 
 
-def _spawn(argv: list[str], data: bytes | None) -> None:
+def _spawn_all(wanted: list[tuple[list[str], bytes | None]]) -> None:
+    for argv, data in wanted:
+        if not _spawn(argv, data):
+            # Out of file descriptors (or no git): nothing early, every one given back
+            # before this thread ends (its end may need one); the run says why.
+            _stop()
+            return
+
+
+def _wait() -> None:
+    """Until every process :func:`start` asked for is started."""
+    global _spawner
+    if _spawner is not None:
+        _spawner.join()
+        _spawner = None
+
+
+def _spawn(argv: list[str], data: bytes | None) -> bool:
     fds: list[int] = []
     try:
         fds += [os.memfd_create("pcheckout-out"), os.memfd_create("pcheckout-err")]
         stdin = subprocess.PIPE if data is not None else subprocess.DEVNULL
         proc = subprocess.Popen(argv, stdin=stdin, stdout=fds[0], stderr=fds[1])
-    except OSError:  # (the run starts it again, and says why it cannot)
+    except OSError:
         for fd in fds:
             os.close(fd)
-        return
+        return False
     if proc.stdin is not None:
         try:
             proc.stdin.write(data or b"")  # a few names: less than a pipe holds
@@ -178,16 +212,19 @@ def _spawn(argv: list[str], data: bytes | None) -> None:
             pass  # git failed first: its status says why
         proc.stdin = None
     _started[(tuple(argv), data)] = _Started(proc, fds[0], fds[1])
+    return True
 
 
 def started(argv: Sequence[str]) -> bool:
     """Whether a process was started for ``argv`` (without input) and not yet taken."""
+    _wait()
     return (tuple(argv), None) in _started
 
 
 def taken(argv: Sequence[str], data: bytes | None) -> subprocess.CompletedProcess[bytes] | None:
     """The finished run of the process started for ``argv`` given ``data`` on its standard
     input (None: none was started)."""
+    _wait()
     got = _started.pop((tuple(argv), data), None)
     if got is None:
         return None
@@ -210,6 +247,11 @@ def _read(fd: int) -> bytes:
 
 def discard() -> None:
     """Stop and forget the processes nobody took (the run asked otherwise)."""
+    _wait()
+    _stop()
+
+
+def _stop() -> None:
     while _started:
         _, got = _started.popitem()
         if got.proc.poll() is None:
