@@ -71,7 +71,20 @@ def test_a_switch_by_git_runs_each_question_of_round_one_once(tmp_path: Path) ->
         assert _count(commands, verb) == 1, (verb, commands)
     diff = next(c for c in commands if c[0] == "diff-tree")
     assert diff[-2:] == ["HEAD", "v2"], diff
+    # diff-tree reads no index (a diff of two trees never looks at it)
+    assert _index_reads(tmp_path / "trace.json", "diff-tree") == [], commands
     assert_same_as_git(ours, theirs)
+
+
+def _index_reads(trace: Path, verb: str) -> list[str]:
+    """The entries counts of the indexes ``git VERB`` read, from its trace2 events."""
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    sids = {e["sid"] for e in events if e.get("event") == "cmd_name" and e.get("name") == verb}
+    return [
+        e["value"]
+        for e in events
+        if e["sid"] in sids and e.get("key") == "read/cache_nr" and e.get("category") == "index"
+    ]
 
 
 def test_a_branch_shadowed_by_a_tag_is_diffed_by_its_trees(tmp_path: Path) -> None:

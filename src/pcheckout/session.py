@@ -262,7 +262,7 @@ def _resolve(git: Git, opts: CheckoutOptions, ahead: Ahead) -> tuple[Target, Tre
         return target, None
     old, new = target.head_tree, target.tree
     named = [*round1.DIFF_TREE, "HEAD", opts.rev]
-    if target.rev_tree == target.tree and round1.started(git.argv(named)):
+    if target.rev_tree == target.tree and round1.started(git.argv(named), round1.DIFF_TREE_ENV):
         old, new = "HEAD", opts.rev  # (read by git's checkout by those names too)
     try:
         return target, tree_changes(git, old, new)

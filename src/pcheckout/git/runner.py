@@ -106,9 +106,11 @@ class Git:
         ok_codes: tuple[int, ...] = (0,),
         error: type[GitError] = GitError,
         what: str | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
+        """``git ARGS`` run to its end (``extra_env``: variables set for it alone)."""
         cmd = self.argv(args)
-        proc = self.prestarted(args, input)
+        proc = self.prestarted(args, input, extra_env)
         if proc is not None:
             if proc.returncode not in ok_codes:
                 raise error(what or f"'{_fmt(args)}' failed", cmd=cmd, stderr=proc.stderr)
@@ -119,7 +121,7 @@ class Git:
                 cmd,
                 input=input,
                 capture_output=True,
-                env=None if self.env is None else dict(self.env),
+                env=self._env(extra_env),
                 check=False,
             )
         except OSError as exc:
@@ -135,20 +137,33 @@ class Git:
         ok_codes: tuple[int, ...] = (0,),
         error: type[GitError] = GitError,
         what: str | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> bytes:
         """``run``'s standard output."""
-        return self.run(*args, input=input, ok_codes=ok_codes, error=error, what=what).stdout
+        return self.run(
+            *args, input=input, ok_codes=ok_codes, error=error, what=what, extra_env=extra_env
+        ).stdout
+
+    def _env(self, extra: Mapping[str, str] | None) -> dict[str, str] | None:
+        """A process's environment: the runner's (None: this process's), and ``extra``."""
+        if extra is None:
+            return None if self.env is None else dict(self.env)
+        return {**(os.environ if self.env is None else self.env), **extra}
 
     def prestarted(
-        self, args: Sequence[str], input: bytes | None = None
+        self,
+        args: Sequence[str],
+        input: bytes | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes] | None:
-        """The finished run of ``git ARGS`` (given ``input``) if round 1 started it before
-        the checkout's modules were imported (``git/round1.py``), logged as if run now;
-        None: it was not (only a runner in the process's own environment takes one)."""
+        """The finished run of ``git ARGS`` (given ``input``, with ``extra_env``) if round 1
+        started it before the checkout's modules were imported (``git/round1.py``), logged
+        as if run now; None: it was not (only a runner in the process's own environment
+        takes one)."""
         if self.env is not None:
             return None
         cmd = self.argv(args)
-        proc = round1.taken(cmd, input)
+        proc = round1.taken(cmd, input, extra_env)
         if proc is not None:
             self.log(cmd)
         return proc

@@ -12,7 +12,7 @@ from operator import itemgetter
 from typing import NamedTuple, overload
 
 from pcheckout.errors import GitError
-from pcheckout.git.round1 import DIFF_TREE, LISTING
+from pcheckout.git.round1 import DIFF_TREE, DIFF_TREE_ENV, LISTING
 from pcheckout.git.runner import Git
 
 MODE_FILE = 0o100644
@@ -332,7 +332,7 @@ def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
     """The paths ``git checkout`` updates and removes going from ``old_tree`` to
     ``new_tree``: one ``diff-tree -r`` (unchanged subtrees are skipped by id, so it costs
     what changed)."""
-    out = git.out(*DIFF_TREE, old_tree, new_tree)
+    out = git.out(*DIFF_TREE, old_tree, new_tree, extra_env=DIFF_TREE_ENV)
     fields = out.split(b"\0")
     written: list[bytes] = []
     modes: list[int] = []
