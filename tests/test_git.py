@@ -9,7 +9,8 @@ from helpers import git, make_repo
 
 from pcheckout.git.config import read_config
 from pcheckout.git.objects import batch_check
-from pcheckout.git.refs import is_branch_name, symbolic_head
+from pcheckout.git.refs import symbolic_head
+from pcheckout.git.round1 import is_branch_name
 from pcheckout.git.runner import Git, discover
 
 

@@ -12,6 +12,13 @@ from helpers import clone_no_checkout, clone_with_git, git, make_repo
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.cli import render
 from pcheckout.export import ExportOptions, export
+from pcheckout.git.indexformat import (
+    EXT_FLAG_SKIP_WORKTREE,
+    SIZE,
+    read_header,
+    walk_entries,
+    walk_sizes,
+)
 from pcheckout.git.indexsize import worktree_bytes, written_bytes
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import TreeChanges, list_paths, list_tree, tree_changes
@@ -191,3 +198,32 @@ def test_unreadable_index_is_unknown_bytes(tmp_path: Path) -> None:
     assert written_bytes(cut, "sha1") == -1
     assert written_bytes(tmp_path / "missing", "sha1") == -1
     assert written_bytes(w / ".git" / "index", "sha1") == _on_disk(w)
+
+
+@pytest.mark.parametrize("version", ["2", "3", "4"])
+def test_the_quick_size_walk_is_the_walk_or_says_it_cannot(tmp_path: Path, version: str) -> None:
+    src = make_repo(tmp_path, FILES)
+    w = clone_with_git(src, tmp_path / "w")
+    git(w, "update-index", "--index-version", version)
+    if version == "3":
+        git(w, "update-index", "--skip-worktree", "run.sh")
+    data = _index(w)
+    ver, count = read_header(data, b"index")
+    walked = walk_entries(data, ver, count, "sha1", b"index")
+    for only in (None, {b"run.sh", b"link", b"d1/f001.txt"}):
+        quick = walk_sizes(data, ver, count, "sha1", only)
+        if version == "4":
+            assert quick is None
+            continue
+        chosen = [
+            f[SIZE]
+            for n, f, ext in zip(walked.names, walked.fixed, walked.extended, strict=True)
+            if only is None or (n in only and not ext & EXT_FLAG_SKIP_WORKTREE)
+        ]
+        assert quick == (len(chosen), sum(chosen), walked.end)
+    # a name of 0xFFF bytes or more, or entries cut short: walked as before
+    blob = git(w, "hash-object", "-w", "--stdin", input=b"long\n").decode().strip()
+    git(w, "update-index", "--add", "--cacheinfo", f"100644,{blob},{LONG.decode()}")
+    data = _index(w)
+    assert walk_sizes(data, *read_header(data, b"index"), "sha1", None) is None
+    assert walk_sizes(data[:300], ver, count, "sha1", None) is None

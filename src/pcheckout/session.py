@@ -4,8 +4,10 @@ Round 1 asks git its independent questions side by side (on a network mount each
 process spends tens of round trips finding the repository before it answers): the
 version, the repository, the config, REV's resolution and, where the destination looks
 like a fresh checkout or a resume, the target's listing and the sparse pattern file
-(``_early``).  A thread beside it (``Ahead``) detects the destination's filesystem and
-imports what the run needs next.  Then ``index.lock`` is taken, before the work tree is
+(``_early``).  The CLI started these processes as soon as it read the command line
+(``git/round1.py``); round 1 takes them, and stops what it did not ask for.  A thread
+beside it (``Ahead``) detects the destination's filesystem and imports what the run
+needs next.  Then ``index.lock`` is taken, before the work tree is
 looked at (``git/lock.py``), and the destination is listed under it.
 """
 
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from pcheckout.context import Context, Reporter, both
 from pcheckout.errors import GitError, NotARepositoryError, RevisionRefusedError
 from pcheckout.fs.listing import occupants
+from pcheckout.git import round1
 from pcheckout.git.config import read_config
 from pcheckout.git.lock import IndexLock
 from pcheckout.git.refs import Target, prior_checkout, resolve_target, symbolic_head
@@ -38,7 +41,7 @@ __all__ = ["IN_PROGRESS", "Ahead", "Found", "Run", "open_checkout"]
 
 #: Marker left in the git dir while a checkout is writing; a re-run that finds
 #: it resumes (verifies what is there, writes the rest) instead of refusing.
-IN_PROGRESS = "pcheckout-in-progress"
+IN_PROGRESS = round1.IN_PROGRESS
 
 #: The modules every checkout imports after round 1 (the planner with the detection, the
 #: attributes): ~30 ms of imports on the dev VM, paid beside round 1 (``Ahead``).
@@ -187,13 +190,16 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
     git = Git(opts.directory, debug=ui.debug, version=(*MIN_GIT, 0))
     if opts.rev == "-" or opts.rev.startswith("@{-"):  # one git process more, before round 1
         opts = dataclasses.replace(opts, rev=prior_checkout(git, opts.rev))
-    (version, repo), ((config, (target, changes)), early) = both(
-        lambda: both(lambda: git_version(git.exe), lambda: _with_work_tree(discover(git))),
-        lambda: both(
-            lambda: both(lambda: read_config(git), lambda: _resolve(git, opts, ahead)),
-            lambda: _early(git, opts, ahead),
-        ),
-    )
+    try:
+        (version, repo), ((config, (target, changes)), early) = both(
+            lambda: both(lambda: git_version(git.exe), lambda: _with_work_tree(discover(git))),
+            lambda: both(
+                lambda: both(lambda: read_config(git), lambda: _resolve(git, opts, ahead)),
+                lambda: _early(git, opts, ahead),
+            ),
+        )
+    finally:
+        round1.discard()  # what the CLI started and round 1 did not ask for
     git.version = version
     for line in target.said:  # git's warnings on REV come first, as git checkout prints them
         ui.git_message(line)
@@ -267,35 +273,34 @@ def _found(
     return Found(occupied, previous, switching, listed, patterns)
 
 
-def _switch_like(opts: CheckoutOptions, ahead: Ahead) -> bool:
-    """Whether the destination looks like a switch git's own ``git checkout REV`` carries
-    out (files and an index, no interrupted run's journal, not forced, a local disk)."""
-    if opts.dry_run or opts.force or opts.writer == "pcheckout":
-        return False
-    git_dir = os.path.join(opts.directory, ".git")
-    try:
-        names = os.listdir(opts.directory)
-    except OSError:
-        return False
-    return (
-        len(names) > 1
-        and ".git" in names
-        and os.path.exists(os.path.join(git_dir, "index"))
-        and not os.path.exists(os.path.join(git_dir, IN_PROGRESS))
-        and ahead.local()
+def _looks(opts: CheckoutOptions) -> round1.Early:
+    """What the destination looks like (``round1.looks``: as the CLI judged it)."""
+    return round1.looks(
+        os.fspath(opts.directory),
+        opts.rev,
+        dry_run=opts.dry_run,
+        force=opts.force,
+        writer=opts.writer,
     )
 
 
 def _resolve(git: Git, opts: CheckoutOptions, ahead: Ahead) -> tuple[Target, TreeChanges | None]:
-    """REV resolved; and where the destination looks like a switch by git's writer, what
-    changes from HEAD's tree to REV's (the diff-tree a switch's checks need), asked the
-    moment both trees are known instead of in a round of its own after round 1 (None:
+    """REV resolved; and where the destination looks like a switch git's own ``git
+    checkout REV`` carries out (files and an index, no interrupted run's journal, not
+    forced, a local disk), what changes from HEAD's tree to REV's (the diff-tree a
+    switch's checks need), asked the moment both trees are known instead of in a round of
+    its own after round 1, or started by the CLI with round 1 naming HEAD and REV (taken
+    where REV names the tree it resolved to: a branch of that name is not shadowed) (None:
     not asked, or it failed: the ordinary path asks again)."""
     target = resolve_target(git, opts.rev)
-    if target.head_tree is None or not _switch_like(opts, ahead):
+    if target.head_tree is None or not (_looks(opts).switch and ahead.local()):
         return target, None
+    old, new = target.head_tree, target.tree
+    named = [*round1.DIFF_TREE, "HEAD", opts.rev]
+    if target.rev_tree == target.tree and round1.started(git.argv(named), round1.DIFF_TREE_ENV):
+        old, new = "HEAD", opts.rev  # (read by git's checkout by those names too)
     try:
-        return target, tree_changes(git, target.head_tree, target.tree)
+        return target, tree_changes(git, old, new)
     except GitError:
         return target, None
 
@@ -308,19 +313,12 @@ def _early(git: Git, opts: CheckoutOptions, ahead: Ahead) -> _Early | None:
     journal; and where it looks like a switch by git's writer (``_switch_like``), whose
     checks need the target's names.  None where not tried or the listing failed (the
     same error then comes from the ordinary path)."""
-    rev = opts.rev
-    if opts.dry_run or not rev or rev.startswith("-") or "\n" in rev:
+    looks = _looks(opts)
+    if not (looks.fresh or (looks.switch and ahead.local())):
         return None
     git_dir = os.path.join(opts.directory, ".git")
     try:
-        names = os.listdir(opts.directory)
-        if ".git" not in names or (
-            len(names) > 1
-            and not os.path.exists(os.path.join(git_dir, IN_PROGRESS))
-            and not _switch_like(opts, ahead)
-        ):
-            return None
-        listing = list_rooted(git, rev)
+        listing = list_rooted(git, opts.rev)
     except (GitError, OSError):
         return None
     try:

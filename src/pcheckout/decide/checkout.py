@@ -155,7 +155,8 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
         kept = _refuse_untracked(run, entries, wanted, where)
     strays = _left_by_earlier_runs(run, _parsed(entries), where) if found.resume else []
     conversion = plan_conversion(run, entries, sel, workers)
-    collided = collisions.find(ctx, root, entries, wanted, run.opts.clone)
+    local = fs.latency_bound is False  # (the case probe first: no round trips)
+    collided = collisions.find(ctx, root, entries, wanted, run.opts.clone, local=local)
     counts = Counts(len(wanted), nbytes)
     if sel is not None:
         counts = counts._replace(

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from pcheckout.context import Context
 from pcheckout.errors import GitRefusedError
-from pcheckout.git.catfile import EMPTY_TREE
 from pcheckout.git.runner import Git
 from pcheckout.git.submodules import (
     Gitmodule,
@@ -100,6 +99,8 @@ def super_prefix(git: Git, path: bytes) -> list[str]:
 
 
 def empty_tree(ctx: Context) -> str:
+    from pcheckout.git.catfile import EMPTY_TREE  # (the engine's module: not imported ahead)
+
     return EMPTY_TREE[ctx.repo.oid_hex_len]
 
 

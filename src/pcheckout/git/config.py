@@ -6,12 +6,13 @@ import re
 from collections.abc import Mapping
 
 from pcheckout.errors import GitError, decode
+from pcheckout.git.round1 import CONFIG
 from pcheckout.git.runner import Git
 
 
 def read_config(git: Git) -> dict[str, str]:
     """All config as ``{lower-cased key: last value}`` (``git config -z --list``)."""
-    proc = git.run("config", "-z", "--list", ok_codes=(0, 1))
+    proc = git.run(*CONFIG, ok_codes=(0, 1))
     config: dict[str, str] = {}
     for item in proc.stdout.split(b"\0"):
         if not item:

@@ -20,13 +20,15 @@ import enum
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from pcheckout.git.attributes import AttrValue, TreeAttributes, conversion_sources, convertible
 from pcheckout.git.config import autocrlf, config_bool
-from pcheckout.git.lfs import FILTER, LfsPlan, Smudge, Where, smudge_plan
 from pcheckout.git.runner import Git, Repo
 from pcheckout.git.tree import Entry
+
+if TYPE_CHECKING:  # (git/lfs.py is imported where a plan is made: git's writer makes none)
+    from pcheckout.git.lfs import LfsPlan, Smudge
 
 #: The attributes ``convert.c: convert_attrs()`` reads (order is ours).
 CONVERT_ATTRS = ("text", "eol", "crlf", "ident", "filter", "working-tree-encoding")
@@ -473,10 +475,6 @@ def plan_conversion(
     return plan
 
 
-#: The reasons of a path git-lfs's filter alone converts.
-_LFS_ONLY = (f"filter={FILTER}",)
-
-
 def _plan_lfs(
     where: Repository,
     whole: Sequence[Entry],
@@ -485,8 +483,11 @@ def _plan_lfs(
     local: Callable[[str], bool] | None,
 ) -> None:
     """Mark the paths whose git-lfs smudge is done here (``git/lfs.py``)."""
+    from pcheckout.git.lfs import FILTER, Where, smudge_plan
+
     per_entry = plan.per_entry
-    candidates = [i for i, c in enumerate(per_entry) if c is not None and c.reasons == _LFS_ONLY]
+    lfs_only = (f"filter={FILTER}",)  # the reasons of a path git-lfs's filter alone converts
+    candidates = [i for i, c in enumerate(per_entry) if c is not None and c.reasons == lfs_only]
     if not candidates:
         return
     repo = where.repo

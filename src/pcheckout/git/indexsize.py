@@ -1,8 +1,9 @@
 """What a checkout put on disk, from the index it left: the sum of the entries' sizes.
 
 git's writer does not say how many bytes it wrote; the index it writes holds each file's
-lstat size.  The entries are read by ``git/indexformat.py``'s walk (the one reader of the
-entries, ``git/index.py``'s too), without building index entries or verifying the checksum.
+lstat size.  The sizes are read by ``git/indexformat.py``'s :func:`walk_sizes` (the
+lengths only), or where it cannot, its walk (the one reader of the entries,
+``git/index.py``'s too), without building index entries or verifying the checksum.
 """
 
 from __future__ import annotations
@@ -11,7 +12,13 @@ import os
 from collections.abc import Container
 
 from pcheckout.errors import PcheckoutError
-from pcheckout.git.indexformat import EXT_FLAG_SKIP_WORKTREE, SIZE, read_header, walk_entries
+from pcheckout.git.indexformat import (
+    EXT_FLAG_SKIP_WORKTREE,
+    SIZE,
+    read_header,
+    walk_entries,
+    walk_sizes,
+)
 
 
 class _Split(PcheckoutError):
@@ -34,6 +41,11 @@ def walk(data: bytes, hash_name: str, paths: Container[bytes] | None = None) -> 
     The checksum is not verified: the caller has just had git write ``data``.  Raises
     :class:`PcheckoutError` on an index it cannot read, :class:`_Split` on a split one."""
     version, count = read_header(data, b"index")
+    quick = walk_sizes(data, version, count, hash_name, paths)
+    if quick is not None:
+        if data[quick[2] : quick[2] + 4] == b"link":
+            raise _Split("a split index")
+        return quick[0], quick[1]
     entries = walk_entries(data, version, count, hash_name, b"index")
     if data[entries.end : entries.end + 4] == b"link":  # git writes it first
         raise _Split("a split index")

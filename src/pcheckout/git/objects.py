@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pcheckout.errors import GitError, UnknownRevisionError, decode
+from pcheckout.git.round1 import RESOLVE, batch_input
 from pcheckout.git.runner import Git
 
 
@@ -58,8 +59,7 @@ def batch_check_said(git: Git, names: Sequence[str]) -> tuple[list[tuple[str, st
     """``batch_check``, and what git said on stderr (its warnings on the names)."""
     if any("\n" in n for n in names):
         raise ValueError("an object name with a newline cannot be asked in a batch")
-    data = "".join(n + "\n" for n in names).encode("utf-8", "surrogateescape")
-    proc = git.run("cat-file", "--batch-check=%(objectname) %(objecttype)", input=data)
+    proc = git.run(*RESOLVE, input=batch_input(names))
     out = proc.stdout
     lines = decode(out).split("\n")[: len(names)]
     if len(lines) != len(names):

@@ -19,25 +19,8 @@ from pcheckout.errors import (
 from pcheckout.git import guess
 from pcheckout.git.config import config_bool
 from pcheckout.git.objects import batch_check, batch_check_said, resolve
+from pcheckout.git.round1 import batchable, target_names
 from pcheckout.git.runner import Git, Repo
-
-_NOT_IN_BRANCH_NAMES = frozenset(" ~^:?*[\\\x7f") | {chr(c) for c in range(32)}
-
-
-def is_branch_name(name: str) -> bool:
-    """Whether ``refs/heads/<name>`` is a well-formed ref name (git's
-    check_refname_format, conservatively), so that naming it cannot be read
-    as revision syntax (``v1~2``, ``x^{tree}``, ``@{-1}``)."""
-    if not name or name in ("HEAD", "@") or name.startswith("-") or "@{" in name:
-        return False
-    if ".." in name or "//" in name or name.endswith(("/", ".")):
-        return False
-    if any(c in _NOT_IN_BRANCH_NAMES for c in name):
-        return False
-    return all(
-        part and not part.startswith(".") and not part.endswith(".lock") for part in name.split("/")
-    )
-
 
 _HEX_HEAD = re.compile(rb"(?:[0-9a-f]{40}|[0-9a-f]{64})\n?")
 
@@ -97,6 +80,9 @@ class Target(NamedTuple):
     start: str | None = None
     #: git's warnings on REV, as ``git checkout REV`` prints them ("refname is ambiguous")
     said: tuple[str, ...] = ()
+    #: the tree REV names read as any revision (``git diff-tree HEAD REV`` reads it so),
+    #: where a local branch of that name may win (None: not known)
+    rev_tree: str | None = None
 
 
 def resolve_target(git: Git, rev: str) -> Target:
@@ -106,27 +92,22 @@ def resolve_target(git: Git, rev: str) -> Target:
     a blob refused as git refuses them; a name that resolves to nothing may be a unique
     remote-tracking branch (``--guess``).  One ``cat-file --batch-check`` answers the
     common case."""
-    if not rev or rev.startswith("-") or "\n" in rev:
+    if not batchable(rev):
         raise UnknownRevisionError(no_such_revision(rev))
-    names = ["HEAD^{tree}", "HEAD^{commit}"]
-    if rev != "HEAD":  # each lookup of HEAD is several round trips on a network mount
-        names += [f"{rev}^{{commit}}", f"{rev}^{{tree}}", rev]
-    if is_branch_name(rev):
-        names += [f"refs/heads/{rev}^{{commit}}", f"refs/heads/{rev}^{{tree}}"]
-    answers, stderr = batch_check_said(git, names)
+    answers, stderr = batch_check_said(git, target_names(rev))
     found = [f[0] if f else None for f in answers]
     head = found[0], found[1]
     if rev == "HEAD":
         found[2:2] = [found[1], found[0], found[1]]
     said = _ambiguous(rev, stderr)
     if len(found) > 5 and found[5] and found[6]:
-        return Target(found[5], found[6], rev, True, *head, said=said)
+        return Target(found[5], found[6], rev, True, *head, said=said, rev_tree=found[3])
     if found[4] and not found[3]:
         # REV resolved, REV^{tree} did not: a blob, or a name the suffix changes the reading
         # of (":/text^{tree}" searches for that text): peeled by its object id instead
         found[2:4] = [f[0] if f else None for f in batch_check(git, _peeled(found[4]))]
     if found[2] and found[3]:
-        return Target(found[2], found[3], None, False, *head, said=said)
+        return Target(found[2], found[3], None, False, *head, said=said, rev_tree=found[3])
     if found[3]:  # a tree (or a tag of one): checkout.c checkout_branch()
         raise RevisionRefusedError(f"Cannot switch branch to a non-commit '{rev}'")
     if found[4]:  # a blob: parse_branchname_arg()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pcheckout.errors import GitError, NotARepositoryError, decode
+from pcheckout.git import round1
 
 #: Oldest git we support.  2.25 is the first with ``rev-parse --show-object-format``
 #: (sha1/sha256 aware) and is what Ubuntu 20.04 ships; ``cat-file --batch --filters``
@@ -55,12 +56,16 @@ def parse_version(text: str) -> tuple[int, int, int]:
 
 
 def git_version(exe: str = "git") -> tuple[int, int, int]:
-    if shutil.which(exe) is None:
-        raise GitError("git is not installed or not on PATH")
-    try:
-        out = subprocess.run([exe, "version"], capture_output=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
-        raise GitError(f"cannot run git: {exc}") from None
+    early = round1.taken([exe, "version"], None)  # (started beside the command line's parse)
+    if early is not None and early.returncode == 0:
+        out = early.stdout
+    else:
+        if shutil.which(exe) is None:
+            raise GitError("git is not installed or not on PATH")
+        try:
+            out = subprocess.run([exe, "version"], capture_output=True, check=True).stdout
+        except (OSError, subprocess.CalledProcessError) as exc:
+            raise GitError(f"cannot run git: {exc}") from None
     version = parse_version(decode(out))
     if version[:2] < MIN_GIT:
         have = ".".join(map(str, version))
@@ -104,15 +109,23 @@ class Git:
         error: type[GitError] = GitError,
         what: str | None = None,
         hooks: bool = False,
+        extra_env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
+        """``git ARGS`` run to its end (``extra_env``: variables set for it alone;
+        ``hooks``: see :meth:`argv`)."""
         cmd = self.argv(args, hooks=hooks)
+        proc = None if hooks else self.prestarted(args, input, extra_env)
+        if proc is not None:
+            if proc.returncode not in ok_codes:
+                raise error(what or f"'{_fmt(args)}' failed", cmd=cmd, stderr=proc.stderr)
+            return proc
         self.log(cmd)
         try:
             proc = subprocess.run(
                 cmd,
                 input=input,
                 capture_output=True,
-                env=None if self.env is None else dict(self.env),
+                env=self._env(extra_env),
                 check=False,
             )
         except OSError as exc:
@@ -128,9 +141,36 @@ class Git:
         ok_codes: tuple[int, ...] = (0,),
         error: type[GitError] = GitError,
         what: str | None = None,
+        extra_env: Mapping[str, str] | None = None,
     ) -> bytes:
         """``run``'s standard output."""
-        return self.run(*args, input=input, ok_codes=ok_codes, error=error, what=what).stdout
+        return self.run(
+            *args, input=input, ok_codes=ok_codes, error=error, what=what, extra_env=extra_env
+        ).stdout
+
+    def _env(self, extra: Mapping[str, str] | None) -> dict[str, str] | None:
+        """A process's environment: the runner's (None: this process's), and ``extra``."""
+        if extra is None:
+            return None if self.env is None else dict(self.env)
+        return {**(os.environ if self.env is None else self.env), **extra}
+
+    def prestarted(
+        self,
+        args: Sequence[str],
+        input: bytes | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[bytes] | None:
+        """The finished run of ``git ARGS`` (given ``input``, with ``extra_env``) if round 1
+        started it before the checkout's modules were imported (``git/round1.py``), logged
+        as if run now; None: it was not (only a runner in the process's own environment
+        takes one)."""
+        if self.env is not None:
+            return None
+        cmd = self.argv(args)
+        proc = round1.taken(cmd, input, extra_env)
+        if proc is not None:
+            self.log(cmd)
+        return proc
 
     def popen(self, args: Sequence[str], **kw: object) -> subprocess.Popen[bytes]:
         cmd = self.argv(args)
@@ -163,18 +203,7 @@ def discover(git: Git) -> Repo:
         why = "Not a directory" if git.cwd.exists() else "No such file or directory"
         raise NotARepositoryError(f"cannot change to '{git.cwd}': {why}")
     # One git call answers everything (each git process costs ~1.5 ms here).
-    proc = git.run(
-        "rev-parse",
-        "--git-dir",
-        "--git-common-dir",
-        "--is-bare-repository",
-        "--show-object-format",
-        "--git-path",
-        "index",
-        "--is-inside-work-tree",
-        "--show-cdup",
-        ok_codes=(0, 128),
-    )
+    proc = git.run(*round1.DISCOVER, ok_codes=(0, 128))
     if proc.returncode != 0:  # git's own words: "not a git repository (or any of ...)"
         said = [line.strip() for line in decode(proc.stderr).splitlines() if line.strip()]
         text = " ".join(said).removeprefix("fatal: ") or f"not a git repository: {git.cwd}"

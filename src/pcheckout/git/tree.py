@@ -8,11 +8,11 @@ import os
 import subprocess
 from array import array
 from collections.abc import Callable, Iterator, Sequence
-from itertools import compress, repeat
-from operator import not_
+from operator import itemgetter
 from typing import NamedTuple, overload
 
 from pcheckout.errors import GitError
+from pcheckout.git.round1 import DIFF_TREE, DIFF_TREE_ENV, LISTING
 from pcheckout.git.runner import Git
 
 MODE_FILE = 0o100644
@@ -131,8 +131,8 @@ class RootedListing(Sequence[Entry]):
         for records in self.record_chunks():
             if gitlinks:
                 paths += [r.partition(b"\t")[2] for r in records]
-            else:  # one width for every record
-                paths += [r[width:] for r in records]
+            else:  # one width for every record (sliced in C: 5 ms less at 40k records)
+                paths += map(itemgetter(slice(width, None)), records)
         if self._entries is None:
             self._paths = paths
         return paths
@@ -163,17 +163,25 @@ class RootedListing(Sequence[Entry]):
 
     def root(self) -> bytes:
         """The root tree object's body, rebuilt from the top-level records (git's tree
-        entry: octal mode without leading zeros, space, name, NUL, the binary object id)."""
+        entry: octal mode without leading zeros, space, name, NUL, the binary object id).
+        Each subtree's records follow its own, every one of their paths below its name: a
+        binary search over the output finds the next top-level record, so the root of a
+        40k-entry listing is rebuilt without splitting its records (~15 ms)."""
+        raw = self.raw
         out = []
-        every, at = self.paths(), 0
-        for records in self.record_chunks():
-            paths = every[at : at + len(records)]
-            at += len(records)
-            nested = map(bytes.__contains__, paths, repeat(b"/"))  # in C: 40k paths in ~2 ms
-            for record, path in compress(zip(records, paths, strict=True), map(not_, nested)):
-                meta = record[: len(record) - len(path) - 1].split(b" ")
-                oid = bytes.fromhex(meta[2].decode("ascii"))
-                out.append(b"%o %s\0%s" % (int(meta[0], 8), path, oid))
+        at, last = 1, len(raw) - 1  # (raw[0] and raw[last] are NULs)
+        try:
+            while at < last:
+                tab = raw.index(b"\t", at)
+                nul = raw.index(b"\0", tab)
+                meta, name = raw[at:tab].split(b" "), raw[tab + 1 : nul]
+                oid = bytes.fromhex(meta[2].decode())
+                out.append(b"%o %s\0%s" % (int(meta[0], 8), name, oid))
+                at = nul + 1
+                if meta[1] == b"tree":
+                    at = _after_subtree(raw, at, name + b"/")
+        except (ValueError, IndexError):
+            raise GitError(f"unexpected ls-tree output: {raw[at : at + 80]!r}") from None
         return b"".join(out)
 
     def tree_id(self, hash_name: str) -> str:
@@ -185,13 +193,34 @@ class RootedListing(Sequence[Entry]):
         return h.hexdigest()
 
 
+def _after_subtree(raw: bytes, at: int, prefix: bytes) -> int:
+    """Where the first record at or after ``at`` whose path does not start with ``prefix``
+    starts (the records from ``at`` that do are contiguous: a subtree's, in ls-tree's
+    order), in ``raw`` as :class:`RootedListing` holds it."""
+
+    def below(pos: int) -> bool:  # the record starting after the NUL at or after pos-1
+        start = raw.find(b"\0", pos - 1) + 1
+        return start < len(raw) and raw.startswith(prefix, raw.index(b"\t", start) + 1)
+
+    lo, hi = at, len(raw) - 1
+    if not below(lo):  # (an empty subtree)
+        return lo
+    while hi - lo > 1:  # invariant: below(lo), not below(hi) (hi: the final NUL)
+        mid = (lo + hi) // 2
+        if below(mid):
+            lo = mid
+        else:
+            hi = mid
+    return raw.find(b"\0", hi - 1) + 1
+
+
 def list_rooted(git: Git, rev: str) -> RootedListing:
     """As :func:`list_tree` for a tree-ish ``rev`` not yet resolved, with the means to
     check which tree was listed: ``-t`` adds the subtrees' lines, and the top-level ones
     rebuild the root tree object (:meth:`RootedListing.tree_id`).  So a listing started
     beside ``rev``'s resolution is known to be of the tree that resolution found, or not,
     whatever moved in between."""
-    args = ["ls-tree", "-r", "-t", "-z", "--full-tree", rev]
+    args = [*LISTING, rev]
     chunks: list[bytes] = [b"\0"]
     _read(git, args, chunks.append)
     return RootedListing(b"".join(chunks))
@@ -213,7 +242,14 @@ def _stream(git: Git, args: list[str], parse: Callable[[list[bytes]], None]) -> 
 
 
 def _read(git: Git, args: list[str], take: Callable[[bytes], None]) -> None:
-    """Run ``git ARGS`` and hand its output to ``take`` as it arrives."""
+    """Run ``git ARGS`` and hand its output to ``take`` as it arrives (or all of it, where
+    round 1 started it: ``git/round1.py``)."""
+    done = git.prestarted(args)
+    if done is not None:
+        take(done.stdout)
+        if done.returncode != 0:
+            raise GitError(f"'{' '.join(args)}' failed", cmd=git.argv(args), stderr=done.stderr)
+        return
     pipe = subprocess.PIPE
     proc = git.popen(args, stdin=subprocess.DEVNULL, stdout=pipe, stderr=pipe)
     assert proc.stdout is not None and proc.stderr is not None
@@ -296,7 +332,7 @@ def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
     """The paths ``git checkout`` updates and removes going from ``old_tree`` to
     ``new_tree``: one ``diff-tree -r`` (unchanged subtrees are skipped by id, so it costs
     what changed)."""
-    out = git.out("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id", old_tree, new_tree)
+    out = git.out(*DIFF_TREE, old_tree, new_tree, extra_env=DIFF_TREE_ENV)
     fields = out.split(b"\0")
     written: list[bytes] = []
     modes: list[int] = []
