@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,6 +23,7 @@ from pcheckout.decide.leftovers import left_behind
 from pcheckout.decide.plan import Counts, Export, Plan
 from pcheckout.decide.worktree import Look, Threads
 from pcheckout.errors import DestinationError, WorktreeNotEmptyError, quote_paths
+from pcheckout.fs import untar
 from pcheckout.fs.listing import occupants
 from pcheckout.git import archive, attributes, convert
 from pcheckout.git.config import read_config
@@ -47,8 +49,10 @@ def decide(opts: ExportOptions, ui: Reporter) -> tuple[Context, Plan]:
     holds the tree's attributes (``plan.export.attributes``): the caller closes them."""
     git = Git(opts.repository, debug=ui.debug)
     repo = discover(git)
-    config = read_config(git)
+    # git archive writes a symlink as one whatever core.symlinks says
+    config = {**read_config(git), "core.symlinks": "true"}
     ctx = Context(git, repo, config, ui, opts.environ, opts.spawn)
+    began = int(time.time())  # a tree's members' mtime (archive.c: time(NULL))
     tree, commit = _resolve(git, opts.rev)
     remotes = promisor_remotes(config)
     # A partial clone lacks blobs: ls-tree -l would fetch each one for its size.
@@ -67,7 +71,8 @@ def decide(opts: ExportOptions, ui: Reporter) -> tuple[Context, Plan]:
     )
     try:
         arch = _select(attrs, all_entries, sources, config, commit is not None, set(looked.absent))
-        decided = _Decided(tree, commit, dest, all_entries, arch, attrs, previous)
+        mtime = began if commit is None or opts.dry_run else archive.commit_time(git, commit)
+        decided = _Decided(tree, commit, dest, all_entries, arch, attrs, previous, mtime)
         return ctx, _plan(ctx, opts, decided, looked)
     except BaseException:
         if attrs is not None:
@@ -109,6 +114,7 @@ class _Decided(NamedTuple):
     arch: _Selection  # what of it an archive holds, and how each entry converts
     attrs: attributes.TreeAttributes | None
     previous: journal.Previous | None  # an interrupted export's marker, if it left one
+    mtime: int  # every member's (git archive's): the commit's date, or when a tree began
 
 
 def _plan(ctx: Context, opts: ExportOptions, d: _Decided, looked: _Looked) -> Plan:
@@ -132,6 +138,8 @@ def _plan(ctx: Context, opts: ExportOptions, d: _Decided, looked: _Looked) -> Pl
         opts.worktree_attributes,
         # (an interrupted export is finished by the engine: it writes over what is there)
         git_can_write=len(entries) == len(d.all_entries) and not subst and d.previous is None,
+        umask=untar.extract_umask(archive.tar_umask(ctx.config, untar.process_umask())),
+        mtime=d.mtime,
     )
     return Plan(
         "export",
@@ -155,13 +163,21 @@ def _plan(ctx: Context, opts: ExportOptions, d: _Decided, looked: _Looked) -> Pl
 
 def _resolve(git: Git, rev: str) -> tuple[str, str | None]:
     """REV's tree, and its commit when it names one (a tree has none: nothing is
-    substituted, as in git archive); one git process."""
+    substituted, as in git archive), as archive.c ``parse_treeish_arg`` finds them,
+    with its words where it dies; one git process where REV has no ``:`` path."""
     if not rev or rev.startswith("-") or "\n" in rev:
         return resolve(git, rev, "tree"), None
-    found = batch_check(git, [f"{rev}^{{tree}}", f"{rev}^{{commit}}"])
+    found = batch_check(git, [rev, f"{rev}^{{tree}}", f"{rev}^{{commit}}"])
     if found[0] is None:
-        return resolve(git, rev, "tree"), None  # raises git's own "unknown revision"
-    return found[0][0], found[1][0] if found[1] is not None else None
+        raise archive.ArchiveError(f"not a valid object name: {rev}")
+    oid, kind = found[0]
+    if kind == "tree":
+        return oid, None
+    if ":" in rev:  # (REV^{tree} would name the path "PATH^{tree}")
+        found = [found[0], *batch_check(git, [f"{oid}^{{tree}}", f"{oid}^{{commit}}"])]
+    if found[1] is None:
+        raise archive.ArchiveError(f"not a tree object: {oid}")
+    return found[1][0], found[2][0] if found[2] is not None else None
 
 
 class _Selection(NamedTuple):
