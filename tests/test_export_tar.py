@@ -63,6 +63,7 @@ def members(root: Path) -> dict[bytes, tuple[object, ...]]:
 
 
 def untarred(repo: Path, rev: str, dest: Path, tar_opts: tuple[str, ...] = ()) -> Path:
+    """``git -C repo archive rev | tar -x tar_opts -C dest``."""
     dest.mkdir()
     tar = subprocess.run(["git", "-C", str(repo), "archive", rev], check=True, capture_output=True)
     subprocess.run(["tar", "-x", *tar_opts, "-C", str(dest)], input=tar.stdout, check=True)
@@ -167,3 +168,30 @@ def test_a_rev_git_archive_refuses(repo: Path, tmp_path: Path, rev: str, words: 
     assert exc.value.exit_code == 128
     assert done.stderr.decode().strip() == "fatal: " + str(exc.value)
     assert not (tmp_path / "ours").exists()
+
+
+@pytest.mark.parametrize("rev", ["HEAD", "HEAD^{tree}"])
+def test_from_a_subdirectory_its_subtree_alone(
+    repo: Path, tmp_path: Path, writer: str, rev: str
+) -> None:
+    # git archive run in a subdirectory writes that subtree, paths from there; a commit's
+    # date stays the members' mtime
+    want = members(untarred(repo / "d", rev, tmp_path / "git"))
+    got = members(ours(repo / "d", rev, tmp_path / "ours", writer))
+    if rev == "HEAD":
+        assert got == want
+    assert {k: v[:-1] for k, v in got.items()} == {k: v[:-1] for k, v in want.items()}
+    assert set(got) == {b"x", b"e", b"e/deep.txt", b"dangling"}
+
+
+def test_from_an_untracked_directory(repo: Path, tmp_path: Path) -> None:
+    (repo / "untracked-dir").mkdir(exist_ok=True)
+    done = subprocess.run(
+        ["git", "archive", "HEAD"], cwd=repo / "untracked-dir", capture_output=True
+    )
+    with pytest.raises(PcheckoutError) as exc:
+        ours(repo / "untracked-dir", "HEAD", tmp_path / "ours", "pcheckout")
+    assert (done.returncode, done.stderr.decode().strip()) == (
+        exc.value.exit_code,
+        "fatal: " + str(exc.value),
+    )

@@ -30,7 +30,7 @@ from pcheckout.git.config import read_config
 from pcheckout.git.objects import batch_check, resolve
 from pcheckout.git.pathsafety import check_entries
 from pcheckout.git.promisor import missing_objects, promisor_remotes
-from pcheckout.git.runner import Git, discover
+from pcheckout.git.runner import Git, Repo, discover
 from pcheckout.git.tree import Entry, list_tree
 from pcheckout.options import ExportOptions
 from pcheckout.plan.planner import Asked, plan_for
@@ -54,6 +54,7 @@ def decide(opts: ExportOptions, ui: Reporter) -> tuple[Context, Plan]:
     ctx = Context(git, repo, config, ui, opts.environ, opts.spawn)
     began = int(time.time())  # a tree's members' mtime (archive.c: time(NULL))
     tree, commit = _resolve(git, opts.rev)
+    tree = _below_cwd(git, repo, tree)
     remotes = promisor_remotes(config)
     # A partial clone lacks blobs: ls-tree -l would fetch each one for its size.
     all_entries = list_tree(git, tree, sizes=opts.dry_run and not remotes)
@@ -178,6 +179,25 @@ def _resolve(git: Git, rev: str) -> tuple[str, str | None]:
     if found[1] is None:
         raise archive.ArchiveError(f"not a tree object: {oid}")
     return found[1][0], found[2][0] if found[2] is not None else None
+
+
+def _below_cwd(git: Git, repo: Repo, tree: str) -> str:
+    """Run in a subdirectory of the work tree, git archive writes that directory's
+    subtree alone, its paths (and attributes) from there (archive.c
+    ``parse_treeish_arg``); the commit stays REV's."""
+    if repo.work_tree is None:
+        return tree
+    here, top = os.path.realpath(git.cwd), os.path.realpath(repo.work_tree)
+    inside = os.path.realpath(repo.git_dir)
+    if here == top or not here.startswith(top + os.sep) or here.startswith(inside + os.sep):
+        return tree
+    prefix = os.path.relpath(here, top)
+    if "\n" in prefix:
+        raise archive.ArchiveError("current working directory is untracked")
+    (found,) = batch_check(git, [f"{tree}:{prefix}"])
+    if found is None or found[1] != "tree":
+        raise archive.ArchiveError("current working directory is untracked")
+    return found[0]
 
 
 class _Selection(NamedTuple):
