@@ -195,3 +195,48 @@ def test_from_an_untracked_directory(repo: Path, tmp_path: Path) -> None:
         exc.value.exit_code,
         "fatal: " + str(exc.value),
     )
+
+
+def test_into_a_directory_holding_other_files(repo: Path, tmp_path: Path, writer: str) -> None:
+    # tar -x keeps what is there besides its members, and gives a directory that was
+    # there already (a submodule's too) its member's mode and time
+    for side in ("git", "ours"):
+        (tmp_path / side / "d" / "e").mkdir(parents=True)
+        (tmp_path / side / "sub" / "mod").mkdir(parents=True)
+        (tmp_path / side / "sub" / "mod" / "f").write_bytes(b"in a submodule\n")
+        (tmp_path / side / "d").chmod(0o700)
+        (tmp_path / side / "d" / "mine.txt").write_bytes(b"mine\n")
+        (tmp_path / side / "other").symlink_to("README")
+        os.utime(tmp_path / side / "d" / "mine.txt", ns=(0, 10**9), follow_symlinks=False)
+        os.utime(tmp_path / side / "other", ns=(0, 10**9), follow_symlinks=False)
+        os.utime(tmp_path / side / "sub" / "mod" / "f", ns=(0, 10**9))
+    tar = subprocess.run(
+        ["git", "-C", str(repo), "archive", "HEAD"], check=True, capture_output=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(tmp_path / "git")], input=tar.stdout, check=True)
+    export(ExportOptions(repository=repo, rev="HEAD", destination=tmp_path / "ours", writer=writer))
+    got, want = members(tmp_path / "ours"), members(tmp_path / "git")
+    assert got == want
+    assert got[b"d/mine.txt"][2] == b"mine\n" and got[b"d"][1] == want[b"d"][1] != "0o700"
+
+
+@pytest.mark.parametrize("there", ["README", "d/x", "d/e", "d", "sub/mod"])
+def test_nothing_written_over_what_is_in_the_way(
+    repo: Path, tmp_path: Path, writer: str, there: str
+) -> None:
+    # where tar -x would replace something (a file, a symlink to a directory, a file
+    # where a directory goes), pcheckout refuses, naming it, and writes nothing
+    dest = tmp_path / "ours"
+    (dest / there).parent.mkdir(parents=True, exist_ok=True)
+    if there == "d":
+        (tmp_path / "elsewhere").mkdir()
+        (dest / there).symlink_to(tmp_path / "elsewhere")
+    else:
+        (dest / there).write_bytes(b"mine\n")
+    before = members(dest)
+    with pytest.raises(PcheckoutError) as exc:
+        ours(repo, "HEAD", dest, writer)
+    assert f"already holds what the export writes: {there} (" in str(exc.value)
+    assert members(dest) == before
+    if there == "d":
+        assert os.listdir(tmp_path / "elsewhere") == []

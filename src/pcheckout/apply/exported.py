@@ -17,7 +17,7 @@ from pcheckout.git.catfile import CatFile, Spawn
 from pcheckout.git.runner import GIT_ATTR_SOURCE, Git
 from pcheckout.git.tree import Entry
 
-__all__ = ["filters_git", "set_times", "substituted"]
+__all__ = ["filters_git", "finish_members", "substituted"]
 
 
 def filters_git(ctx: Context, plan: Plan) -> tuple[Git, bool]:
@@ -94,12 +94,14 @@ def substituted(ctx: Context, filters: Git, plan: Plan) -> dict[int, bytes]:
     return out
 
 
-def set_times(plan: Plan) -> None:
+def finish_members(plan: Plan) -> None:
     """Every member's mtime, as ``tar -x`` sets it from git archive's: the entries
     written, the directories holding them and those written empty (the destination
-    itself is no member)."""
+    itself is no member); the directories that were already there get a member's mode."""
     assert plan.export is not None
+    root = os.fsencode(plan.root)
+    untar.set_modes(root, plan.export.existing_dirs, 0o777 & ~plan.export.umask)
     dirs = archive.directories(plan.entries)
     paths = [e.path for e in plan.entries] + dirs + plan.export.empty_dirs
     workers = plan.workers.workers if plan.fs.latency_bound else 1
-    untar.set_times(os.fsencode(plan.root), paths, plan.export.mtime, workers, plan.min_share)
+    untar.set_times(root, paths, plan.export.mtime, workers, plan.min_share)

@@ -87,12 +87,12 @@ def _write(writer: ModuleType, job: Job) -> Written:
     if plan.export is None:
         written: Written = writer.write(job)
         return written
-    from pcheckout.apply.exported import set_times
+    from pcheckout.apply.exported import finish_members
     from pcheckout.fs.untar import umask
 
     with umask(plan.export.umask):
         written = writer.write(job)
-    set_times(plan)
+    finish_members(plan)
     return written
 
 

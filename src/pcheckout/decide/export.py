@@ -31,7 +31,7 @@ from pcheckout.git.objects import batch_check, resolve
 from pcheckout.git.pathsafety import check_entries
 from pcheckout.git.promisor import missing_objects, promisor_remotes
 from pcheckout.git.runner import Git, Repo, discover
-from pcheckout.git.tree import Entry, list_tree
+from pcheckout.git.tree import MODE_GITLINK, Entry, list_tree
 from pcheckout.options import ExportOptions
 from pcheckout.plan.planner import Asked, plan_for
 from pcheckout.write import journal
@@ -74,6 +74,7 @@ def decide(opts: ExportOptions, ui: Reporter) -> tuple[Context, Plan]:
         arch = _select(attrs, all_entries, sources, config, commit is not None, set(looked.absent))
         mtime = began if commit is None or opts.dry_run else archive.commit_time(git, commit)
         decided = _Decided(tree, commit, dest, all_entries, arch, attrs, previous, mtime)
+        decided = decided._replace(existing=_in_the_way(git, decided))
         return ctx, _plan(ctx, opts, decided, looked)
     except BaseException:
         if attrs is not None:
@@ -116,6 +117,7 @@ class _Decided(NamedTuple):
     attrs: attributes.TreeAttributes | None
     previous: journal.Previous | None  # an interrupted export's marker, if it left one
     mtime: int  # every member's (git archive's): the commit's date, or when a tree began
+    existing: list[bytes] = []  # its directories the destination already holds
 
 
 def _plan(ctx: Context, opts: ExportOptions, d: _Decided, looked: _Looked) -> Plan:
@@ -141,6 +143,7 @@ def _plan(ctx: Context, opts: ExportOptions, d: _Decided, looked: _Looked) -> Pl
         git_can_write=len(entries) == len(d.all_entries) and not subst and d.previous is None,
         umask=untar.extract_umask(archive.tar_umask(ctx.config, untar.process_umask())),
         mtime=d.mtime,
+        existing_dirs=d.existing,
     )
     return Plan(
         "export",
@@ -272,20 +275,52 @@ def _below(path: bytes, dirs: set[bytes]) -> bool:
 
 
 def _check_destination(dest: Path) -> journal.Previous | None:
-    """Refuse a destination that is not an empty directory, unless an interrupted export
-    left its marker there: then what the marker says (the re-run finishes it)."""
+    """Refuse a destination that is not a directory; what an interrupted export's marker
+    says, if one left it there (the re-run finishes it)."""
     if not dest.exists():
         return None
     if not dest.is_dir():
         raise DestinationError(f"destination {dest} exists and is not a directory")
-    occupied = occupants(dest, ignore_git=False)
-    if os.fsencode(EXPORT_MARKER) in occupied:
-        previous = journal.read(dest / EXPORT_MARKER)
+    marker = dest / EXPORT_MARKER
+    if marker.exists():
+        previous = journal.read(marker)
         if previous is not None and previous.kind == "export":
             return previous
-    if occupied:
-        raise WorktreeNotEmptyError(f"destination {dest} is not empty: " + quote_paths(occupied))
+        raise WorktreeNotEmptyError(f"destination {dest} holds {EXPORT_MARKER} (not pcheckout's)")
     return None
+
+
+def _in_the_way(git: Git, d: _Decided) -> list[bytes]:
+    """The directories of the export that ``d.dest`` already holds (tar -x keeps them);
+    refuse where it holds anything else at a path the export writes, which tar -x would
+    replace: pcheckout never writes over a file it did not write.  What an interrupted
+    export of another tree may have written there is its own, to be replaced."""
+    if not d.dest.is_dir() or not occupants(d.dest, ignore_git=False):
+        return []
+    entries = d.arch.entries
+    files = {e.path for e in entries if e.mode != MODE_GITLINK}
+    dirs = (
+        set(archive.directories(entries))
+        | set(d.arch.empty_dirs)
+        | {e.path for e in entries if e.mode == MODE_GITLINK}
+    )
+    found = untar.overlap(os.fsencode(d.dest), files, dirs)
+    theirs: set[bytes] = set()
+    for tree in d.previous.trees if d.previous is not None else ():
+        if tree != d.tree:
+            earlier = list_tree(git, tree)
+            theirs.update(e.path for e in earlier)
+            theirs.update(archive.directories(earlier))
+    if d.previous is not None and d.tree in d.previous.trees:
+        theirs.update(files)  # (the interrupted run of this tree wrote them)
+    in_the_way = [p for p in found.in_the_way if p not in theirs]
+    if in_the_way:
+        raise WorktreeNotEmptyError(
+            f"destination {d.dest} already holds what the export writes: "
+            + quote_paths(in_the_way)
+            + " (tar -x would replace them; pcheckout writes over no file it did not write)"
+        )
+    return found.directories
 
 
 def _left_by_earlier_runs(

@@ -66,6 +66,7 @@ class Export(NamedTuple):
     #: under, and every member's mtime (seconds: the commit's date, or when a tree began)
     umask: int = 0o022
     mtime: int = 0
+    existing_dirs: Sequence[bytes] = ()  # directories already there: given a member's mode
 
 
 class Plan(NamedTuple):

@@ -16,14 +16,23 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Sequence, Set
+from typing import NamedTuple
 
-from pcheckout.errors import WriteError
+from pcheckout.errors import DestinationError, WriteError
 from pcheckout.fs.files import full_path
 from pcheckout.fs.parallel import in_shares
 from pcheckout.fs.retry import retrying
 
-__all__ = ["extract_umask", "process_umask", "set_modes", "set_times", "umask"]
+__all__ = [
+    "Overlap",
+    "extract_umask",
+    "overlap",
+    "process_umask",
+    "set_modes",
+    "set_times",
+    "umask",
+]
 
 
 def process_umask() -> int:
@@ -86,3 +95,34 @@ def set_modes(root: bytes, paths: Sequence[bytes], mode: int) -> None:
             os.chmod(full_path(root, rel), mode)
         except OSError as exc:
             raise WriteError(rel, exc) from None
+
+
+class Overlap(NamedTuple):
+    """Where an archive meets what a directory already holds."""
+
+    in_the_way: list[bytes]  # what tar -x would replace: a member's path taken by anything
+    #: but a directory where the member is one (a symlink to one too: tar replaces it)
+    directories: list[bytes]  # directories already there that are members (tar keeps them)
+
+
+def overlap(root: bytes, files: Set[bytes], dirs: Set[bytes]) -> Overlap:
+    """Which of the members ``files`` (files, symlinks) and ``dirs`` (directories) the
+    directory ``root`` already holds; only the directories that are members are read."""
+    found = Overlap([], [])
+    todo = [b""]
+    while todo:
+        here = todo.pop()
+        try:
+            with os.scandir(full_path(root, here) if here else root) as it:
+                names = [(e.name, e.is_dir(follow_symlinks=False)) for e in it]
+        except OSError as exc:
+            raise DestinationError(f"cannot read {os.fsdecode(root)}: {exc.strerror}") from None
+        for name, is_dir in names:
+            rel = here + b"/" + name if here else name
+            if rel in files or (rel in dirs and not is_dir):
+                found.in_the_way.append(rel)
+            elif rel in dirs:
+                found.directories.append(rel)
+                todo.append(rel)
+    found.in_the_way.sort()
+    return found
