@@ -308,6 +308,18 @@ def test_an_interrupted_export_is_finished_by_the_command_it_prints(
     again = run_cli("export", "-C", str(src), "b", str(dest))
     assert again.returncode == 0, again.stderr
     assert snapshot(dest) == snapshot(_archive(src, "b", tmp_path / "ref"))
+    assert _modes_and_times(dest) == _modes_and_times(tmp_path / "ref")
+
+
+def _modes_and_times(root: Path) -> dict[bytes, tuple[int, int]]:
+    """Each path's permission bits and mtime (what tar -x sets besides the bytes)."""
+    rb = os.fsencode(root)
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(rb):
+        for name in dirnames + filenames:
+            st = os.lstat(os.path.join(dirpath, name))
+            out[os.path.join(dirpath, name)[len(rb) :]] = (st.st_mode & 0o7777, st.st_mtime_ns)
+    return out
 
 
 def test_another_rev_after_an_interrupted_export_leaves_nothing_of_the_first(
@@ -322,6 +334,7 @@ def test_another_rev_after_an_interrupted_export_leaves_nothing_of_the_first(
     assert (dest / "mine.txt").read_bytes() == b"made since\n"
     (dest / "mine.txt").unlink()
     assert snapshot(dest) == snapshot(_archive(src, "c", tmp_path / "ref"))
+    assert _modes_and_times(dest) == _modes_and_times(tmp_path / "ref")
 
 
 def test_after_an_interrupted_export_another_rev_refuses_a_file_in_its_way(
