@@ -308,6 +308,18 @@ def test_an_interrupted_export_is_finished_by_the_command_it_prints(
     again = run_cli("export", "-C", str(src), "b", str(dest))
     assert again.returncode == 0, again.stderr
     assert snapshot(dest) == snapshot(_archive(src, "b", tmp_path / "ref"))
+    assert _modes_and_times(dest) == _modes_and_times(tmp_path / "ref")
+
+
+def _modes_and_times(root: Path) -> dict[bytes, tuple[int, int]]:
+    """Each path's permission bits and mtime (what tar -x sets besides the bytes)."""
+    rb = os.fsencode(root)
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(rb):
+        for name in dirnames + filenames:
+            st = os.lstat(os.path.join(dirpath, name))
+            out[os.path.join(dirpath, name)[len(rb) :]] = (st.st_mode & 0o7777, st.st_mtime_ns)
+    return out
 
 
 def test_another_rev_after_an_interrupted_export_leaves_nothing_of_the_first(
@@ -322,6 +334,26 @@ def test_another_rev_after_an_interrupted_export_leaves_nothing_of_the_first(
     assert (dest / "mine.txt").read_bytes() == b"made since\n"
     (dest / "mine.txt").unlink()
     assert snapshot(dest) == snapshot(_archive(src, "c", tmp_path / "ref"))
+    assert _modes_and_times(dest) == _modes_and_times(tmp_path / "ref")
+
+
+def test_after_an_interrupted_export_another_rev_refuses_a_file_in_its_way(
+    src: Path, tmp_path: Path
+) -> None:
+    # gone/one.txt is C's, not B's: the interrupted export of B did not write it
+    dest = tmp_path / "exported"
+    (dest / "gone").mkdir(parents=True)
+    (dest / "gone" / "one.txt").write_bytes(b"mine, from before\n")
+    args = ["export", "-C", str(src), "--writer", "pcheckout", "-j", "2", "b", str(dest)]
+    assert _stopped(dest, args, "write", 20, "KILL").returncode != 0
+    again = run_cli("export", "-C", str(src), "c", str(dest))
+    assert again.returncode == 1
+    assert "already holds what the export writes: gone/one.txt (" in again.stderr
+    assert (dest / "gone" / "one.txt").read_bytes() == b"mine, from before\n"
+    assert run_cli("export", "-C", str(src), "b", str(dest)).returncode == 0
+    (dest / "gone" / "one.txt").unlink()
+    (dest / "gone").rmdir()
+    assert snapshot(dest) == snapshot(_archive(src, "b", tmp_path / "ref"))
 
 
 def test_an_export_into_what_cannot_be_a_directory_is_one_line(src: Path, tmp_path: Path) -> None:

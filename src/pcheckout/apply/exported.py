@@ -1,6 +1,7 @@
-"""What an export by the engine needs besides the blobs: the git whose filters read the
-attributes git archive would, and the export-subst files' final bytes
-(archive.c: ``object_file_to_archive``)."""
+"""What an export needs besides the blobs: the git whose filters read the attributes
+git archive would, the export-subst files' final bytes (archive.c:
+``object_file_to_archive``), and, whichever writer wrote it, the members' times as
+``tar -x`` sets them."""
 
 from __future__ import annotations
 
@@ -10,12 +11,13 @@ from pathlib import Path
 
 from pcheckout.context import Context
 from pcheckout.decide.plan import Plan
+from pcheckout.fs import untar
 from pcheckout.git import archive, attributes
 from pcheckout.git.catfile import CatFile, Spawn
 from pcheckout.git.runner import GIT_ATTR_SOURCE, Git
 from pcheckout.git.tree import Entry
 
-__all__ = ["filters_git", "substituted"]
+__all__ = ["filters_git", "finish_members", "substituted"]
 
 
 def filters_git(ctx: Context, plan: Plan) -> tuple[Git, bool]:
@@ -90,3 +92,16 @@ def substituted(ctx: Context, filters: Git, plan: Plan) -> dict[int, bytes]:
     finally:
         plain.close()
     return out
+
+
+def finish_members(plan: Plan) -> None:
+    """Every member's mtime, as ``tar -x`` sets it from git archive's: the entries
+    written, the directories holding them and those written empty (the destination
+    itself is no member); the directories that were already there get a member's mode."""
+    assert plan.export is not None
+    root = os.fsencode(plan.root)
+    untar.set_modes(root, plan.export.existing_dirs, 0o777 & ~plan.export.umask)
+    dirs = archive.directories(plan.entries)
+    paths = [e.path for e in plan.entries] + dirs + plan.export.empty_dirs
+    workers = plan.workers.workers if plan.fs.latency_bound else 1
+    untar.set_times(root, paths, plan.export.mtime, workers, plan.min_share)

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from pcheckout.apply.job import Job
+from pcheckout.apply.job import Job, Written
 from pcheckout.apply.report import finish, report
 from pcheckout.context import Context
 from pcheckout.decide.plan import Plan
@@ -68,7 +68,7 @@ def apply(
     picks = branchstate.picks(ctx.repo.git_dir) if plan.kind == "git-switch" else []
     with _journal(ctx, plan) as jr:
         _remove_leftovers(plan)
-        written = writer.write(Job(ctx, plan, lock, jr, warm))
+        written = _write(writer, Job(ctx, plan, lock, jr, warm))
         result.hooks = []
         _run_hooks(ctx, plan, result, INDEX_HOOKS)  # (its status is ignored, as git does)
         head = _move_head(ctx, plan)
@@ -85,6 +85,22 @@ def apply(
     if written.failed:  # as git's checkout: said after the switch, exit 1
         raise SubmoduleError("; ".join(written.failed), result=result)
     return result
+
+
+def _write(writer: ModuleType, job: Job) -> Written:
+    """The writer's write; an export's under the umask that gives its files the modes
+    ``tar -x`` leaves, then its members' times set as tar sets them."""
+    plan = job.plan
+    if plan.export is None:
+        written: Written = writer.write(job)
+        return written
+    from pcheckout.apply.exported import finish_members
+    from pcheckout.fs.untar import umask
+
+    with umask(plan.export.umask):
+        written = writer.write(job)
+    finish_members(plan)
+    return written
 
 
 def _make_destination(plan: Plan) -> None:

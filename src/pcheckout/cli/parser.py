@@ -108,8 +108,10 @@ EXPORT = Command(
     "export",
     "write a tree alone (no .git, no index)",
     "Write REV's tree into DEST, as 'git archive REV | tar -x' would: attributes "
-    "(export-ignore, export-subst, eol, filters) applied as git archive applies them, no .git, "
-    "no index. DEST must not exist or be empty.",
+    "(export-ignore, export-subst, eol, filters) applied as git archive applies them, the "
+    "modes and times tar leaves, no .git, no index; run in a subdirectory, that subtree "
+    "alone. What DEST holds stays; a path the export writes that DEST already holds "
+    "(other than a directory) is refused, where tar would replace it.",
     (
         ("pcheckout export -C /srv/repo.git v2.40.0 /tmp/src", "a release's tree"),
         ("pcheckout export HEAD out --worktree-attributes", "attributes of the working tree"),
@@ -409,7 +411,7 @@ def _add_export(sub: Any) -> None:
     e = _sub(sub, EXPORT)
     _global(e, argparse.SUPPRESS)
     _arg(e, "rev", metavar="REV", complete="rev", help="the commit or tree to write")
-    _arg(e, "destination", metavar="DEST", complete="dir", help="where (absent or empty)")
+    _arg(e, "destination", metavar="DEST", complete="dir", help="where (made if absent)")
     repo_help = "the repository (default: the current directory)"
     _arg(e, "-C", dest="directory", default=".", metavar="REPO", complete="dir", help=repo_help)
     attr_help = (

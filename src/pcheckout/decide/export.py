@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import time
 from pathlib import Path
 from typing import NamedTuple
 
@@ -22,14 +23,15 @@ from pcheckout.decide.leftovers import left_behind
 from pcheckout.decide.plan import Counts, Export, Plan
 from pcheckout.decide.worktree import Look, Threads
 from pcheckout.errors import DestinationError, WorktreeNotEmptyError, quote_paths
+from pcheckout.fs import untar
 from pcheckout.fs.listing import occupants
 from pcheckout.git import archive, attributes, convert
 from pcheckout.git.config import read_config
 from pcheckout.git.objects import batch_check, resolve
 from pcheckout.git.pathsafety import check_entries
 from pcheckout.git.promisor import missing_objects, promisor_remotes
-from pcheckout.git.runner import Git, discover
-from pcheckout.git.tree import Entry, list_tree
+from pcheckout.git.runner import Git, Repo, discover
+from pcheckout.git.tree import MODE_GITLINK, Entry, list_tree
 from pcheckout.options import ExportOptions
 from pcheckout.plan.planner import Asked, plan_for
 from pcheckout.write import journal
@@ -47,9 +49,12 @@ def decide(opts: ExportOptions, ui: Reporter) -> tuple[Context, Plan]:
     holds the tree's attributes (``plan.export.attributes``): the caller closes them."""
     git = Git(opts.repository, debug=ui.debug)
     repo = discover(git)
-    config = read_config(git)
+    # git archive writes a symlink as one whatever core.symlinks says
+    config = {**read_config(git), "core.symlinks": "true"}
     ctx = Context(git, repo, config, ui, opts.environ, opts.spawn)
+    began = int(time.time())  # a tree's members' mtime (archive.c: time(NULL))
     tree, commit = _resolve(git, opts.rev)
+    tree = _below_cwd(git, repo, tree)
     remotes = promisor_remotes(config)
     # A partial clone lacks blobs: ls-tree -l would fetch each one for its size.
     all_entries = list_tree(git, tree, sizes=opts.dry_run and not remotes)
@@ -67,7 +72,9 @@ def decide(opts: ExportOptions, ui: Reporter) -> tuple[Context, Plan]:
     )
     try:
         arch = _select(attrs, all_entries, sources, config, commit is not None, set(looked.absent))
-        decided = _Decided(tree, commit, dest, all_entries, arch, attrs, previous)
+        mtime = began if commit is None or opts.dry_run else archive.commit_time(git, commit)
+        decided = _Decided(tree, commit, dest, all_entries, arch, attrs, previous, mtime)
+        decided = decided._replace(existing=_in_the_way(git, decided))
         return ctx, _plan(ctx, opts, decided, looked)
     except BaseException:
         if attrs is not None:
@@ -109,6 +116,8 @@ class _Decided(NamedTuple):
     arch: _Selection  # what of it an archive holds, and how each entry converts
     attrs: attributes.TreeAttributes | None
     previous: journal.Previous | None  # an interrupted export's marker, if it left one
+    mtime: int  # every member's (git archive's): the commit's date, or when a tree began
+    existing: list[bytes] = []  # its directories the destination already holds
 
 
 def _plan(ctx: Context, opts: ExportOptions, d: _Decided, looked: _Looked) -> Plan:
@@ -132,6 +141,9 @@ def _plan(ctx: Context, opts: ExportOptions, d: _Decided, looked: _Looked) -> Pl
         opts.worktree_attributes,
         # (an interrupted export is finished by the engine: it writes over what is there)
         git_can_write=len(entries) == len(d.all_entries) and not subst and d.previous is None,
+        umask=untar.extract_umask(archive.tar_umask(ctx.config, untar.process_umask())),
+        mtime=d.mtime,
+        existing_dirs=d.existing,
     )
     return Plan(
         "export",
@@ -155,13 +167,40 @@ def _plan(ctx: Context, opts: ExportOptions, d: _Decided, looked: _Looked) -> Pl
 
 def _resolve(git: Git, rev: str) -> tuple[str, str | None]:
     """REV's tree, and its commit when it names one (a tree has none: nothing is
-    substituted, as in git archive); one git process."""
+    substituted, as in git archive), as archive.c ``parse_treeish_arg`` finds them,
+    with its words where it dies; one git process where REV has no ``:`` path."""
     if not rev or rev.startswith("-") or "\n" in rev:
         return resolve(git, rev, "tree"), None
-    found = batch_check(git, [f"{rev}^{{tree}}", f"{rev}^{{commit}}"])
+    found = batch_check(git, [rev, f"{rev}^{{tree}}", f"{rev}^{{commit}}"])
     if found[0] is None:
-        return resolve(git, rev, "tree"), None  # raises git's own "unknown revision"
-    return found[0][0], found[1][0] if found[1] is not None else None
+        raise archive.ArchiveError(f"not a valid object name: {rev}")
+    oid, kind = found[0]
+    if kind == "tree":
+        return oid, None
+    if ":" in rev:  # (REV^{tree} would name the path "PATH^{tree}")
+        found = [found[0], *batch_check(git, [f"{oid}^{{tree}}", f"{oid}^{{commit}}"])]
+    if found[1] is None:
+        raise archive.ArchiveError(f"not a tree object: {oid}")
+    return found[1][0], found[2][0] if found[2] is not None else None
+
+
+def _below_cwd(git: Git, repo: Repo, tree: str) -> str:
+    """Run in a subdirectory of the work tree, git archive writes that directory's
+    subtree alone, its paths (and attributes) from there (archive.c
+    ``parse_treeish_arg``); the commit stays REV's."""
+    if repo.work_tree is None:
+        return tree
+    here, top = os.path.realpath(git.cwd), os.path.realpath(repo.work_tree)
+    inside = os.path.realpath(repo.git_dir)
+    if here == top or not here.startswith(top + os.sep) or here.startswith(inside + os.sep):
+        return tree
+    prefix = os.path.relpath(here, top)
+    if "\n" in prefix:
+        raise archive.ArchiveError("current working directory is untracked")
+    (found,) = batch_check(git, [f"{tree}:{prefix}"])
+    if found is None or found[1] != "tree":
+        raise archive.ArchiveError("current working directory is untracked")
+    return found[0]
 
 
 class _Selection(NamedTuple):
@@ -236,20 +275,52 @@ def _below(path: bytes, dirs: set[bytes]) -> bool:
 
 
 def _check_destination(dest: Path) -> journal.Previous | None:
-    """Refuse a destination that is not an empty directory, unless an interrupted export
-    left its marker there: then what the marker says (the re-run finishes it)."""
+    """Refuse a destination that is not a directory; what an interrupted export's marker
+    says, if one left it there (the re-run finishes it)."""
     if not dest.exists():
         return None
     if not dest.is_dir():
         raise DestinationError(f"destination {dest} exists and is not a directory")
-    occupied = occupants(dest, ignore_git=False)
-    if os.fsencode(EXPORT_MARKER) in occupied:
-        previous = journal.read(dest / EXPORT_MARKER)
+    marker = dest / EXPORT_MARKER
+    if marker.exists():
+        previous = journal.read(marker)
         if previous is not None and previous.kind == "export":
             return previous
-    if occupied:
-        raise WorktreeNotEmptyError(f"destination {dest} is not empty: " + quote_paths(occupied))
+        raise WorktreeNotEmptyError(f"destination {dest} holds {EXPORT_MARKER} (not pcheckout's)")
     return None
+
+
+def _in_the_way(git: Git, d: _Decided) -> list[bytes]:
+    """The directories of the export that ``d.dest`` already holds (tar -x keeps them);
+    refuse where it holds anything else at a path the export writes, which tar -x would
+    replace: pcheckout never writes over a file it did not write.  What an interrupted
+    export of another tree may have written there is its own, to be replaced."""
+    if not d.dest.is_dir() or not occupants(d.dest, ignore_git=False):
+        return []
+    entries = d.arch.entries
+    files = {e.path for e in entries if e.mode != MODE_GITLINK}
+    dirs = (
+        set(archive.directories(entries))
+        | set(d.arch.empty_dirs)
+        | {e.path for e in entries if e.mode == MODE_GITLINK}
+    )
+    found = untar.overlap(os.fsencode(d.dest), files, dirs)
+    theirs: set[bytes] = set()
+    for tree in d.previous.trees if d.previous is not None else ():
+        if tree != d.tree:
+            earlier = list_tree(git, tree)
+            theirs.update(e.path for e in earlier)
+            theirs.update(archive.directories(earlier))
+    if d.previous is not None and d.tree in d.previous.trees:
+        theirs.update(files)  # (the interrupted run of this tree wrote them)
+    in_the_way = [p for p in found.in_the_way if p not in theirs]
+    if in_the_way:
+        raise WorktreeNotEmptyError(
+            f"destination {d.dest} already holds what the export writes: "
+            + quote_paths(in_the_way)
+            + " (tar -x would replace them; pcheckout writes over no file it did not write)"
+        )
+    return found.directories
 
 
 def _left_by_earlier_runs(

@@ -62,6 +62,11 @@ class Export(NamedTuple):
     #: git's writer knows nothing of export-ignore and export-subst: it writes an export
     #: only where neither changes anything (else the engine does, whatever the plan says)
     git_can_write: bool
+    #: what tar -x leaves (fs/untar.py): the umask the files and directories are made
+    #: under, and every member's mtime (seconds: the commit's date, or when a tree began)
+    umask: int = 0o022
+    mtime: int = 0
+    existing_dirs: Sequence[bytes] = ()  # directories already there: given a member's mode
 
 
 class Plan(NamedTuple):

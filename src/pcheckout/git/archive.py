@@ -13,17 +13,59 @@
   ``format_commit_message(commit, FMT)`` after the checkout conversion (``format_subst``),
   only when REV names a commit (a tree has no placeholders to fill).  Only the first
   ``%(describe)`` of the whole archive expands (``describe_status.max_invocations = 1``).
+
+The tar it writes gives every member the commit's date as its mtime (the current time
+where REV names a tree: ``parse_treeish_arg``) and the mode 0666 or 0777 (directories,
+gitlinks and executables) less ``tar.umask`` (archive-tar.c ``write_tar_entry``).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
+from pcheckout.errors import GitError
+from pcheckout.git.config import parse_int
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_EXEC, MODE_FILE, Entry
 
 FORMAT = b"$Format:"
+
+#: archive-tar.c ``tar_umask``: what git archive takes away from 0666 and 0777.
+TAR_UMASK = 0o002
+
+
+class ArchiveError(GitError):
+    """What git archive dies with (its ``fatal:`` line): exit 128, as git's die()."""
+
+    exit_code = 128
+
+
+def tar_umask(config: Mapping[str, str], user_umask: int) -> int:
+    """``tar.umask`` as archive-tar.c ``git_tar_config`` reads it: an int (git's
+    numbers: base 0, k/m/g), or ``user`` for the umask git archive runs under."""
+    value = config.get("tar.umask")
+    if value is None:
+        return TAR_UMASK
+    if value == "user":
+        return user_umask
+    try:
+        return parse_int("tar.umask", value)
+    except GitError as exc:
+        raise ArchiveError(str(exc)) from None
+
+
+def commit_time(git: Git, commit: str) -> int:
+    """The commit's date as git's ``parse_commit_date`` reads it (commit.c): the
+    committer line's timestamp, 0 where there is none."""
+    raw = git.out("cat-file", "commit", commit, what="cannot read the commit")
+    for line in raw.split(b"\n"):
+        if not line:
+            break
+        if line.startswith(b"committer "):
+            stamp = line[line.rfind(b">") + 1 :].split()[:1]
+            return int(stamp[0]) if stamp and stamp[0].isdigit() else 0
+    return 0
 
 
 def directories(entries: Sequence[Entry]) -> list[bytes]:

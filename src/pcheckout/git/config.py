@@ -45,16 +45,35 @@ def parse_bool(key: str, value: str) -> bool:
         return True
     if lowered in ("false", "no", "off", ""):
         return False
+    number = _parse_int(value)
+    if number is None:
+        raise GitError(f"bad boolean config value '{value}' for '{key}'")
+    return number != 0
+
+
+def parse_int(key: str, value: str) -> int:
+    """git_config_int(): an int (base 0, k/m/g suffix), else the error git dies with
+    (config.c ``die_bad_number``)."""
+    number = _parse_int(value)
+    if number is None:
+        raise GitError(f"bad numeric config value '{value}' for '{key}': invalid unit")
+    return number
+
+
+def _parse_int(value: str) -> int | None:
+    """git_parse_signed() for a C int, None where git refuses the value."""
     match = _GIT_INT_RE.fullmatch(value.encode("utf-8", "surrogateescape"))
-    if match is not None:
-        _sign, digits, unit = match.groups()
-        if digits[:2] in (b"0x", b"0X"):
-            number = int(digits[2:], 16)
-        else:
-            number = int(digits, 8 if digits.startswith(b"0") else 10)
-        if number * _GIT_UNIT_FACTORS[unit.lower()] <= _GIT_INT_MAX:
-            return number != 0
-    raise GitError(f"bad boolean config value '{value}' for '{key}'")
+    if match is None:
+        return None
+    sign, digits, unit = match.groups()
+    if digits[:2] in (b"0x", b"0X"):
+        number = int(digits[2:], 16)
+    else:
+        number = int(digits, 8 if digits.startswith(b"0") else 10)
+    number *= _GIT_UNIT_FACTORS[unit.lower()]
+    if number > _GIT_INT_MAX + (sign == b"-"):
+        return None
+    return -number if sign == b"-" else number
 
 
 def config_bool(value: str | None, default: bool) -> bool:

@@ -196,7 +196,11 @@ def export_tree(
             workers=workers,
             threshold=threshold,
             progress=progress,
-            config=("-c", "core.sparseCheckout=false", "-c", "submodule.recurse=false"),
+            # (git archive writes every symlink as one, whatever core.symlinks says)
+            config=(
+                *("-c", "core.sparseCheckout=false", "-c", "submodule.recurse=false"),
+                *("-c", "core.symlinks=true"),
+            ),
         )
         # git does not say what it wrote; the index it wrote holds the sizes (-1: unknown).
         nbytes = written_bytes(env["GIT_INDEX_FILE"], ctx.repo.object_format)
