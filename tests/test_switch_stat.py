@@ -121,3 +121,44 @@ def test_a_racily_clean_kept_file_edited_in_the_index_second_stays_modified_as_i
     checkout(CheckoutOptions(directory=ours, rev="v2"))
     assert git(theirs, "status", "--porcelain") == b" M same.txt\n"
     assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")
+
+
+def _racy(work: Path, path: str) -> None:
+    """The index file dated in ``path``'s second: every entry written with it is racily
+    clean, and content decides."""
+    st = os.stat(work / path)
+    os.utime(work / ".git" / "index", ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.parametrize(
+    "config, attributes",
+    [
+        ({"core.autocrlf": "true"}, b""),
+        ({"core.autocrlf": "input"}, b""),
+        ({}, b"* text=auto\n"),
+        ({"core.autocrlf": "true"}, b"*.txt text=auto\n"),
+    ],
+)
+def test_a_crlf_blob_racily_clean_is_no_local_change_as_in_git(
+    tmp_path: Path, config: dict[str, str], attributes: bytes
+) -> None:
+    # text=auto never converts a path whose indexed blob has a CR (convert.c
+    # has_crlf_in_index): the CRLF file matches its blob.  Hashed without the index it
+    # cleaned to LF, and the switch refused it as a local change.
+    src = make_repo(tmp_path, {b"crlf.txt": b"a\r\nb\r\n", b"kept.txt": b"k\r\nl\r\n"})
+    if attributes:
+        write_tree_files(src, {b".gitattributes": attributes})
+        git(src, "add", ".gitattributes")
+        git(src, "commit", "-qm", "attributes")
+    git(src, "tag", "v1")
+    write_tree_files(src, {b"crlf.txt": b"a\r\nc\r\n"})
+    git(src, "-c", "core.autocrlf=false", "commit", "-qam", "two")
+    git(src, "tag", "v2")
+    assert git(src, "cat-file", "blob", "v2:crlf.txt") == b"a\r\nc\r\n"
+    ours, theirs = (clone_no_checkout(src, tmp_path / n, config) for n in ("ours", "theirs"))
+    for w in (ours, theirs):
+        git(w, "checkout", "-q", "v1")
+        _racy(w, "kept.txt")
+    assert _git_switch(theirs, "v2").returncode == 0
+    checkout(CheckoutOptions(directory=ours, rev="v2"))
+    assert_same_as_git(ours, theirs)

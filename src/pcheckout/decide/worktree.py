@@ -2,8 +2,9 @@
 files, and untracked files in the way of what it would create.
 
 Local modifications are found the way git finds them: stat data first (an entry whose
-stat data matches the index and is not racily clean is clean), then the content hashed
-by ``git hash-object`` (so clean filters and eol apply).  ``--force`` asks git itself:
+stat data matches the index and is not racily clean is clean), then git's own verdict on
+the rest (``git ls-files -m`` over a scratch index holding them: clean filters and eol
+apply, with the index at hand as git's checkout has it).  ``--force`` asks git itself:
 ``update-index --refresh`` re-hashes only files whose stat data changed, then
 ``diff-files``, both on a scratch copy of the index (the switch holds ``index.lock``,
 which ``update-index`` would take).  Every lstat runs in parallel where each is a round
@@ -12,11 +13,13 @@ trip (``fs/parallel.py``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat as stat_mod
 import tempfile
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -29,6 +32,8 @@ from pcheckout.git.config import config_bool
 from pcheckout.git.objects import blob_oid
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
+
+SKIP = ix.EXT_FLAG_SKIP_WORKTREE
 
 __all__ = [
     "Look",
@@ -129,7 +134,7 @@ def modified(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]:
     (unpack-trees.c verify_uptodate: ie_match_stat after a refresh): an absent file is
     no local change (git writes it again); stat data that matches (and is not racy)
     means clean; a changed x bit (``core.fileMode``) or kind means changed; otherwise
-    the content is hashed (through ``git hash-object``, so clean filters and eol apply)."""
+    git decides (``_by_content``)."""
     index_mtime = index_seconds(look)
     dirty: set[bytes] = set()
     suspects: list[ix.IndexEntry] = []
@@ -219,15 +224,40 @@ def _kind_changed(entry_mode: int, st_mode: int, rules: StatRules) -> bool:
 
 
 def _by_content(look: Look, suspects: list[ix.IndexEntry]) -> set[bytes]:
-    """Which of ``suspects`` hash to something other than their index entry (a symlink
-    entry checked out as a plain file, ``core.symlinks=false``, is hashed as a file)."""
-    links = {
-        e.path
+    """Which of ``suspects`` git finds modified (read-cache.c ie_modified, as its checkout's
+    refresh_cache asks it): ``git ls-files -m`` over a scratch index holding just them,
+    dated as the index is (its racy check compares with that date).  git compares with
+    the index at hand: a path whose indexed blob has a CR is never converted under
+    ``text=auto`` (convert.c has_crlf_in_index), which ``git hash-object`` (no index)
+    would convert.  Assume-unchanged and skip-worktree bits are dropped there: git's
+    checkout looks at those files too (verify_uptodate_1)."""
+    if not suspects:
+        return set()
+    drop = ix.FLAG_ASSUME_VALID
+    entries = [
+        replace(e, flags=e.flags & ~drop, extended_flags=e.extended_flags & ~SKIP)
+        if e.flags & drop or e.extended_flags & SKIP
+        else e
         for e in suspects
-        if e.mode == MODE_SYMLINK and os.path.islink(full_path(look.root_b, e.path))
-    }
-    oids = content_oids(look, [e.path for e in suspects], links)
-    return {e.path for e in suspects if oids.get(e.path) != e.oid.hex()}
+    ]
+    # Beside the index (the git dir, where a checkout writes anyway), not in /tmp.
+    where = os.path.dirname(os.path.abspath(look.index_path))
+    fd, copy = tempfile.mkstemp(prefix="pcheckout-modified-", dir=where)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(ix.encode_index(entries, version=3, hash_name=look.hash_name))
+        with contextlib.suppress(OSError):  # (no index: nothing is racily clean)
+            st = os.stat(look.index_path)
+            os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
+        git = look.git
+        env = dict(os.environ if git.env is None else git.env)
+        env["GIT_INDEX_FILE"] = copy
+        g = Git(git.cwd, debug=git.debug, env=env, exe=git.exe, version=git.version)
+        # (an fsmonitor would answer for the real index, not this one)
+        out = g.out("-c", "core.fsmonitor=false", "ls-files", "-m", "-z", "--full-name")
+    finally:
+        os.unlink(copy)
+    return {p for p in out.split(b"\0") if p}
 
 
 def content_oids(look: Look, paths: list[bytes], links: Collection[bytes]) -> dict[bytes, str]:
