@@ -35,9 +35,11 @@ from pcheckout.decide.plan import Counts, HeadMove, Plan
 from pcheckout.decide.submodules import SubmoduleMove, Switching, recursing, switch_moves
 from pcheckout.decide.workers import asked
 from pcheckout.decide.worktree import (
+    SKIP,
     Look,
     dirty_paths,
     modified,
+    present_paths,
     racily_clean_changed,
     refuse_untracked_in_the_way,
     stat_rules,
@@ -47,6 +49,7 @@ from pcheckout.errors import DestinationError, LocalChangesError, quote_paths
 from pcheckout.fs.detect import FsInfo
 from pcheckout.git import index as ix
 from pcheckout.git import untracked
+from pcheckout.git.config import config_bool
 from pcheckout.git.indexformat import HASH_SIZES
 from pcheckout.git.sparse import Sparsity, expand_sparse_directories
 from pcheckout.git.sparse import load as load_sparsity
@@ -88,7 +91,6 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         {e.path: e for e in entries},
     )
     sparsity = load_sparsity(ctx.git, ctx.config, ctx.repo.git_dir)
-    cone = _cone(tables.in_index, sparsity)
     merge = two_way_merge(tables.in_index, tables.head, tables.target, force=opts.force)
     # Stat (and delete) in parallel where each call is a round trip; the count for these
     # comes from the same policy as the writers'.
@@ -100,6 +102,8 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     look = Look(
         ctx.git, root_b, repo.index_path, repo.object_format, threads, stat_rules(ctx.config)
     )
+    tables, merge = _present_outside(run, look, sparsity, tables, merge)
+    cone = _cone(tables.in_index, sparsity)
     left = _leftovers(run, look, tables)
     merge = _finishing(merge, left, tables)
     moves = cone_moves(merge.keep, cone)
@@ -185,12 +189,40 @@ def _smudged(look: Look, keep: dict[bytes, ix.IndexEntry]) -> dict[bytes, ix.Ind
     return {p: replace(e, size=0) if p in smudge else e for p, e in keep.items()}
 
 
+def _present_outside(
+    run: Run, look: Look, sparsity: Sparsity | None, tables: _Tables, merge: Merge
+) -> tuple[_Tables, Merge]:
+    """The index as git reads it in a sparse checkout (sparse-index.c
+    clear_skip_worktree_from_present_files, unless ``sparse.expectFilesOutsideOfPatterns``):
+    a skip-worktree entry whose path is present in the work tree is an ordinary entry,
+    its local changes protected and its clean file removed if it stays outside."""
+    config = run.ctx.config
+    if sparsity is None or config_bool(config.get("sparse.expectfilesoutsideofpatterns"), False):
+        return tables, merge
+    skipped = [p for p, e in tables.in_index.items() if e.extended_flags & SKIP]
+    present = present_paths(look, skipped)
+    if not present:
+        return tables, merge
+    cleared = {p: _without(tables.in_index[p], SKIP) for p in present}
+    keep = {p: cleared.get(p, e) for p, e in merge.keep.items()}
+    return tables._replace(in_index={**tables.in_index, **cleared}), merge._replace(keep=keep)
+
+
+def _without(e: ix.IndexEntry, bits: int) -> ix.IndexEntry:
+    return replace(e, extended_flags=e.extended_flags & ~bits)
+
+
 def _cone(index: Mapping[bytes, ix.IndexEntry], sparsity: Sparsity | None) -> Cone:
-    """The sparse checkout as the switch applies it (everything is inside without one)."""
-    skipped = {p for p, e in index.items() if e.extended_flags & ix.EXT_FLAG_SKIP_WORKTREE}
+    """The sparse checkout as the switch applies it.  Without one everything is inside and
+    nothing is skipped: git leaves skip-worktree bits (``git update-index
+    --skip-worktree``) as they are, checks and writes those paths as any other, and a
+    written one keeps its bit (unpack-trees.c merged_entry)."""
+    if sparsity is None:
+        return Cone(set(), lambda _path, _mode: True)
+    skipped = {p for p, e in index.items() if e.extended_flags & SKIP}
 
     def inside(path: bytes, mode: int) -> bool:
-        return sparsity is None or sparsity.includes(path, mode)
+        return sparsity.includes(path, mode)
 
     return Cone(skipped, inside)
 
@@ -279,6 +311,7 @@ def _plan(
             version,
             facts.split,
             _untracked(run, tables.in_index, [*kept, *recorded], write_entries, facts),
+            _carried(tables.in_index, split.write) if facts.sparsity is None else frozenset(),
         ),
         head=HeadMove(opts.rev, run.target),
         earlier=_earlier(run),
@@ -321,6 +354,12 @@ def _untracked(
         config=ctx.config,
         rawsz=HASH_SIZES[ctx.repo.object_format],
     )
+
+
+def _carried(index: Mapping[bytes, ix.IndexEntry], written: list[bytes]) -> frozenset[bytes]:
+    """The written paths whose entries keep their skip-worktree bit: without a sparse
+    checkout git moves the bit to the new entry (unpack-trees.c merged_entry)."""
+    return frozenset(p for p in written if p in index and index[p].extended_flags & SKIP)
 
 
 def _earlier(run: Run) -> tuple[str, ...]:

@@ -36,6 +36,7 @@ from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
 SKIP = ix.EXT_FLAG_SKIP_WORKTREE
 
 __all__ = [
+    "SKIP",
     "Look",
     "StatRules",
     "Threads",
@@ -44,6 +45,7 @@ __all__ = [
     "dirty_paths",
     "index_seconds",
     "modified",
+    "present_paths",
     "racily_clean_changed",
     "refuse_untracked_in_the_way",
     "stat_rules",
@@ -138,14 +140,18 @@ def modified(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]:
     index_mtime = index_seconds(look)
     dirty: set[bytes] = set()
     suspects: list[ix.IndexEntry] = []
+    promised: list[ix.IndexEntry] = []
     stats = _lstat_many(look.root_b, [e.path for e in entries], look.threads)
     for e, st in zip(entries, stats, strict=True):
         verdict = by_stat(e, st, index_mtime, look.rules)
         if verdict is True:
             dirty.add(e.path)
         elif verdict is None:
-            suspects.append(e)
-    return dirty | _by_content(look, suspects)
+            (promised if _promised(e) else suspects).append(e)
+    # An assume-unchanged or skip-worktree entry is not refreshed (read-cache.c
+    # refresh_cache_ent marks it up to date): its stat data alone decides, as
+    # verify_uptodate_1's ie_match_stat does (its racy content check included).
+    return dirty | _by_content(look, suspects) | _by_git(look, promised, STAT_ALONE)
 
 
 def racily_clean_changed(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]:
@@ -157,7 +163,12 @@ def racily_clean_changed(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]
     index_mtime = index_seconds(look)
     if not index_mtime:
         return set()
-    racy = [e for e in entries if e.mode != MODE_GITLINK and e.mtime_s >= index_mtime]
+    # (an assume-unchanged or skip-worktree entry is marked up to date, never smudged)
+    racy = [
+        e
+        for e in entries
+        if e.mode != MODE_GITLINK and e.mtime_s >= index_mtime and not _promised(e)
+    ]
     if not racy:
         return set()
     stats = _lstat_many(look.root_b, [e.path for e in racy], look.threads)
@@ -176,6 +187,17 @@ def _stat_matches(e: ix.IndexEntry, st: os.stat_result | None, rules: StatRules)
     if rules.check_stat and (e.ino, e.uid, e.gid) != (ino, uid, gid):
         return False
     return not (rules.check_stat and rules.trust_ctime and e.ctime_s != c_s)
+
+
+def present_paths(look: Look, paths: list[bytes]) -> set[bytes]:
+    """Which of ``paths`` exist in the work tree (any kind), as sparse-index.c path_found
+    finds them: a path whose directory is absent is not looked at itself (outside a sparse
+    checkout's cone most directories are absent, one lstat each)."""
+    dirs = sorted({p.rpartition(b"/")[0] for p in paths} - {b""})
+    there = dict(zip(dirs, _lstat_many(look.root_b, dirs, look.threads), strict=True))
+    maybe = [p for p in paths if b"/" not in p or there[p.rpartition(b"/")[0]] is not None]
+    stats = _lstat_many(look.root_b, maybe, look.threads)
+    return {p for p, st in zip(maybe, stats, strict=True) if st is not None}
 
 
 def index_seconds(look: Look) -> int:
@@ -223,11 +245,26 @@ def _kind_changed(entry_mode: int, st_mode: int, rules: StatRules) -> bool:
     return rules.file_mode and bool((entry_mode ^ st_mode) & 0o100)
 
 
+#: git's verdicts on a scratch index: ie_modified (stat data, then content), as its
+#: checkout's refresh_cache asks it; ie_match_stat alone (diff-files without a refresh).
+BY_CONTENT = ("ls-files", "-m", "-z", "--full-name")
+STAT_ALONE = ("diff-files", "--name-only", "-z")
+
+
+def _promised(e: ix.IndexEntry) -> bool:
+    """Assume-unchanged or skip-worktree: the user promised the file does not matter."""
+    return bool(e.flags & ix.FLAG_ASSUME_VALID or e.extended_flags & SKIP)
+
+
 def _by_content(look: Look, suspects: list[ix.IndexEntry]) -> set[bytes]:
-    """Which of ``suspects`` git finds modified (read-cache.c ie_modified, as its checkout's
-    refresh_cache asks it): ``git ls-files -m`` over a scratch index holding just them,
-    dated as the index is (its racy check compares with that date).  git compares with
-    the index at hand: a path whose indexed blob has a CR is never converted under
+    """Which of ``suspects`` git finds modified (read-cache.c ie_modified)."""
+    return _by_git(look, suspects, BY_CONTENT)
+
+
+def _by_git(look: Look, suspects: list[ix.IndexEntry], command: tuple[str, ...]) -> set[bytes]:
+    """Which of ``suspects`` git's ``command`` lists, run over a scratch index holding just
+    them, dated as the index is (its racy check compares with that date).  git compares
+    with the index at hand: a path whose indexed blob has a CR is never converted under
     ``text=auto`` (convert.c has_crlf_in_index), which ``git hash-object`` (no index)
     would convert.  Assume-unchanged and skip-worktree bits are dropped there: git's
     checkout looks at those files too (verify_uptodate_1)."""
@@ -254,7 +291,7 @@ def _by_content(look: Look, suspects: list[ix.IndexEntry]) -> set[bytes]:
         env["GIT_INDEX_FILE"] = copy
         g = Git(git.cwd, debug=git.debug, env=env, exe=git.exe, version=git.version)
         # (an fsmonitor would answer for the real index, not this one)
-        out = g.out("-c", "core.fsmonitor=false", "ls-files", "-m", "-z", "--full-name")
+        out = g.out("-c", "core.fsmonitor=false", *command)
     finally:
         os.unlink(copy)
     return {p for p in out.split(b"\0") if p}

@@ -4,6 +4,7 @@ keeps it from being racily clean where re-reading a file costs round trips."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -223,6 +224,9 @@ class KeptEntries(NamedTuple):
     #: the untracked cache's extension as git's checkout leaves it (git/untracked.py; b"":
     #: none)
     untracked: bytes = b""
+    #: written paths whose entries keep the skip-worktree bit (set without a sparse
+    #: checkout: git carries it to the entry it writes)
+    skip: frozenset[bytes] = frozenset()
 
 
 def write_switch_index(
@@ -241,7 +245,10 @@ def write_switch_index(
     for e, st in zip(written, outcome.stats, strict=True):
         if st is None:
             raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
-        entries.append(index_entry(e, st))
+        entry = index_entry(e, st)
+        if e.path in kept.skip:
+            entry = dataclasses.replace(entry, extended_flags=ix.EXT_FLAG_SKIP_WORKTREE)
+        entries.append(entry)
     entries += kept.recorded
     layout = _layout(ctx, kept.version)
     entries.sort(key=ix.sort_key)
