@@ -137,3 +137,70 @@ def test_a_file_present_outside_the_cone_is_tracked_as_git_reads_it(
         checkout(CheckoutOptions(directory=ours, rev="v2"))
     assert code == (content == b"mine\n")
     assert_same_as_git_with_bits(ours, theirs, switched=not code)
+
+
+TREE: dict[bytes, bytes | tuple[str, bytes]] = {
+    b"top": b"t\n",
+    b"a/x": b"1\n",
+    b"a/deep/y": b"2\n",
+    b"b/z": b"3\n",
+    b"b/sub/w": b"4\n",
+    b"c/d/e": b"5\n",
+    b"c/d/more/f": b"6\n",
+    b"c/g": b"7\n",
+    b"c/h/i": b"8\n",
+    b"c-d/j": b"9\n",
+    b"c.e/k": b"10\n",
+    b"mod": ("x", b"#!/bin/sh\n"),
+}
+
+
+def _index_bytes(work: Path) -> bytes:
+    return (work / ".git" / "index").read_bytes()
+
+
+def _extensions(data: bytes) -> list[bytes]:
+    """The signatures of an index's extensions (git ls-files knows no way to list them)."""
+    from pcheckout.git.indexformat import read_header, walk_entries
+
+    version, count = read_header(data, b"index")
+    offset = walk_entries(data, version, count, "sha1", b"index").end
+    found = []
+    while offset + 8 <= len(data) - 20:
+        found.append(data[offset : offset + 4])
+        offset += 8 + int.from_bytes(data[offset + 4 : offset + 8], "big")
+    return found
+
+
+@pytest.mark.parametrize(
+    "cone", [["c/d"], ["a", "c/h"], [], ["b/sub"], ["a", "b", "c", "c-d", "c.e"]], ids=" ".join
+)
+def test_a_sparse_index_is_written_as_git_writes_it(tmp_path: Path, cone: list[str]) -> None:
+    # index.sparse=true in cone mode: git collapses every directory outside the cone whose
+    # entries are all skip-worktree into one sparse-directory entry (sparse-index.c
+    # convert_to_sparse) and says so with the sdir extension; the engine wrote them all.
+    src = make_repo(tmp_path, TREE)
+    git(src, "tag", "v1")
+    write_tree_files(src, {b"b/z": b"33\n", b"c/d/e": b"55\n", b"c/new/n": b"n\n"})
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "two")
+    ours, theirs = (clone_no_checkout(src, tmp_path / n) for n in ("ours", "theirs"))
+    for w in (ours, theirs):
+        git(w, "sparse-checkout", "set", "--cone", "--sparse-index", *cone)
+    git(theirs, "checkout", "-q", "v1")
+    checkout(CheckoutOptions(directory=ours, rev="v1"))
+    for rev in ("v1", "main"):
+        if rev == "main":
+            git(theirs, "checkout", "-q", "main")
+            checkout(CheckoutOptions(directory=ours, rev="main"))
+        assert git(ours, "ls-files", "--sparse", "-s", "-t", "-z") == git(
+            theirs, "ls-files", "--sparse", "-s", "-t", "-z"
+        )
+        ext = _extensions(_index_bytes(ours))
+        assert ext == _extensions(_index_bytes(theirs)) and ext[-1] == b"sdir", ext
+        assert_same_as_git_with_bits(ours, theirs)
+        # the cache tree too, its sparse directories' leaves included
+        assert (
+            _index_bytes(ours).split(b"TREE", 1)[1][:-20]
+            == _index_bytes(theirs).split(b"TREE", 1)[1][:-20]
+        )

@@ -91,6 +91,7 @@ def _fresh(job: Job) -> Written:
         tree=plan.tree,
         skip_worktree=sel.skip_worktree,
         lock=job.lock,
+        sparsity=sel.sparsity,
     )
     collided.say(ctx, plan)
     return Written(

@@ -312,6 +312,7 @@ def _plan(
             facts.split,
             _untracked(run, tables.in_index, [*kept, *recorded], write_entries, facts),
             _carried(tables.in_index, split.write) if facts.sparsity is None else frozenset(),
+            facts.sparsity,
         ),
         head=HeadMove(opts.rev, run.target),
         earlier=_earlier(run),

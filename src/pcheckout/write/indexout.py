@@ -14,12 +14,13 @@ from pcheckout.context import Context
 from pcheckout.errors import PcheckoutError, quote_path
 from pcheckout.fs.detect import FsInfo
 from pcheckout.fs.files import unpack_stat
-from pcheckout.git import cachetree, untracked
+from pcheckout.git import cachetree, sparseindex, untracked
 from pcheckout.git import index as ix
 from pcheckout.git import splitindex as si
 from pcheckout.git.config import config_bool
 from pcheckout.git.indexformat import HASH_SIZES
 from pcheckout.git.lock import IndexLock
+from pcheckout.git.sparse import Sparsity
 from pcheckout.git.tree import Entry
 from pcheckout.write.engine import Outcome
 
@@ -101,14 +102,35 @@ def write_fresh_index(
     tree: str,
     skip_worktree: Sequence[bool] | None = None,
     lock: IndexLock | None = None,
+    sparsity: Sparsity | None = None,
 ) -> None:
     """The index for a fresh checkout of ``tree`` (its id), encoded straight from its
     entries and stat data (their racy timestamps settled: :func:`settle`), committed
     through ``lock`` (held since the run began) if given.  Entries
     flagged in ``skip_worktree`` (outside a sparse checkout, not written) get
-    git's skip-worktree bit; the index is then version 3 (or stays 4)."""
+    git's skip-worktree bit; the index is then version 3 (or stays 4).  ``sparsity``:
+    the sparse checkout's rules, where git may keep a sparse index."""
     stats = outcome.stats
     skip = skip_worktree if skip_worktree is not None and any(skip_worktree) else None
+    split = si.wants_split(ctx.config, None)
+    if sparsity is not None and sparseindex.wanted(sparsity, ctx.config, split):
+        full = [
+            _skipped(e) if skip is not None and skip[i] else index_entry(e, _packed(e, stats[i]))
+            for i, e in enumerate(entries)
+        ]
+        full.sort(key=ix.sort_key)
+        layout = _layout(ctx, index_version(ctx.config, ctx.environ))
+        untracked_ext = b""
+        if ctx.repo.work_tree is not None:
+            untracked_ext = untracked.after_checkout(
+                None,
+                (),
+                work_tree=ctx.repo.work_tree,
+                config=ctx.config,
+                rawsz=HASH_SIZES[layout.hash_name],
+            )
+        _write_sparse(ctx, full, sparsity, layout, (tree, untracked_ext), lock)
+        return
     n = len(entries)
     order: Iterable[int] = range(n)
     # ls-tree's order is the index's (paths compared as bytes); sort only if not.
@@ -124,12 +146,9 @@ def write_fresh_index(
                 # --debug`` shows all-zero ctime/mtime/dev/ino/uid/gid/size).
                 yield e.path, (e.mode, fromhex(e.oid)), 0, ix.EXT_FLAG_SKIP_WORKTREE
                 continue
-            if packed is None:
-                raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
-            yield e.path, index_fields(e, packed), 0, 0
+            yield e.path, index_fields(e, _packed(e, packed)), 0, 0
 
     layout = _layout(ctx, index_version(ctx.config, ctx.environ))
-    split = si.wants_split(ctx.config, None)
     fromhex = bytes.fromhex
     extensions = _cache_tree(
         ctx,
@@ -157,6 +176,52 @@ def write_fresh_index(
         ),
     )
     _commit(ctx, si.around_shared(bytes(data), layout, extensions) if split else data, lock)
+
+
+def _packed(e: Entry, packed: bytes | None) -> bytes:
+    if packed is None:
+        raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
+    return packed
+
+
+def _skipped(e: Entry) -> ix.IndexEntry:
+    """An entry outside the sparse checkout: zero stat data, the skip-worktree bit."""
+    return ix.IndexEntry(
+        e.path, e.mode, bytes.fromhex(e.oid), *_NO_STAT, extended_flags=ix.EXT_FLAG_SKIP_WORKTREE
+    )
+
+
+#: The stat data git records for an entry it did not write (ctime, mtime, dev, ino, uid,
+#: gid, size): none.
+_NO_STAT = (0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+def _write_sparse(
+    ctx: Context,
+    entries: list[ix.IndexEntry],
+    sparsity: Sparsity,
+    layout: si.Layout,
+    after: tuple[str, bytes],
+    lock: IndexLock | None,
+) -> None:
+    """A full index's ``entries`` (in index order) written collapsed, as git writes a
+    sparse index (``git/sparseindex.py``): its cache tree, then ``after``'s untracked
+    cache extension, then ``sdir``; ``after``: the tree checked out and that extension."""
+    tree, untracked_ext = after
+    entries = sparseindex.collapse(entries, sparsity, layout.hash_name)
+    ita = ix.EXT_FLAG_INTENT_TO_ADD
+    cache = _cache_tree(
+        ctx, ((e.path, e.mode, e.oid, bool(e.extended_flags & ita)) for e in entries), tree
+    )
+    data = ix.encode_index(
+        entries,
+        version=layout.version,
+        hash_name=layout.hash_name,
+        skip_hash=layout.skip_hash,
+        extensions=cache + untracked_ext,
+        sparse_directories=True,
+    )
+    _commit(ctx, data, lock)
 
 
 def _cache_tree(ctx: Context, items: Iterable[cachetree.Item], tree: str) -> bytes:
@@ -227,6 +292,7 @@ class KeptEntries(NamedTuple):
     #: written paths whose entries keep the skip-worktree bit (set without a sparse
     #: checkout: git carries it to the entry it writes)
     skip: frozenset[bytes] = frozenset()
+    sparsity: Sparsity | None = None  # the sparse checkout's rules (a sparse index's cone)
 
 
 def write_switch_index(
@@ -252,6 +318,10 @@ def write_switch_index(
     entries += kept.recorded
     layout = _layout(ctx, kept.version)
     entries.sort(key=ix.sort_key)
+    sparse = kept.sparsity
+    if sparse is not None and sparseindex.wanted(sparse, ctx.config, _split(ctx, kept)):
+        _write_sparse(ctx, entries, sparse, layout, (tree, kept.untracked), lock)
+        return
     cache = b""
     if not any(e.stage for e in entries):  # (git writes no cache tree for an unmerged index)
         ita = ix.EXT_FLAG_INTENT_TO_ADD
@@ -259,7 +329,7 @@ def write_switch_index(
             ctx, ((e.path, e.mode, e.oid, bool(e.extended_flags & ita)) for e in entries), tree
         )
     extensions = cache + kept.untracked  # (git's order: TREE, then UNTR)
-    if si.wants_split(ctx.config, kept.split):
+    if _split(ctx, kept):
         linked = kept.split.linked if kept.split is not None else {}
         tied = {k: linked[k] for k in map(ix.sort_key, kept.keep) if k in linked}
         split = si.encode_split(entries, kept.split, tied, ctx.config, layout, extensions)
@@ -273,6 +343,10 @@ def write_switch_index(
         extensions=extensions,
     )
     _commit(ctx, data, lock)
+
+
+def _split(ctx: Context, kept: KeptEntries) -> bool:
+    return si.wants_split(ctx.config, kept.split)
 
 
 def skip_hash(config: Mapping[str, str], git_version: tuple[int, int, int]) -> bool:
