@@ -162,3 +162,38 @@ def test_a_crlf_blob_racily_clean_is_no_local_change_as_in_git(
     assert _git_switch(theirs, "v2").returncode == 0
     checkout(CheckoutOptions(directory=ours, rev="v2"))
     assert_same_as_git(ours, theirs)
+
+
+def _conflicted(work: Path) -> None:
+    """A merge left unmerged: a.txt in conflict (stages 1-3), new.txt added by both."""
+    git(work, "checkout", "-q", "-b", "side")
+    write_tree_files(work, {b"a.txt": b"side\n", b"new.txt": b"side\n"})
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "side")
+    git(work, "checkout", "-q", "-")
+    write_tree_files(work, {b"a.txt": b"here\n", b"new.txt": b"here\n"})
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "here")
+    assert subprocess.run(["git", "-C", str(work), "merge", "-q", "side"]).returncode == 1
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["refused", "forced"])
+def test_an_unmerged_index_as_git_checkout_treats_it(
+    tmp_path: Path, repo: Path, force: bool
+) -> None:
+    # git refuses ("you need to resolve your current index first"); with --force it resets
+    # the conflicted paths to the target's entries (oneway_merge), and so does pcheckout.
+    ours, theirs = _pair(tmp_path, repo, {})
+    for w in (ours, theirs):
+        git(w, "checkout", "-q", "-b", "work")
+        _conflicted(w)
+    args = ["git", "-C", str(theirs), "checkout", "-q", *(["-f"] if force else []), "v2"]
+    proc = subprocess.run(args, capture_output=True)
+    assert proc.returncode == (0 if force else 1), proc.stderr
+    if force:
+        checkout(CheckoutOptions(directory=ours, rev="v2", force=True))
+        assert_same_as_git(ours, theirs)
+    else:
+        with pytest.raises(DestinationError, match="you need to resolve your current index first"):
+            checkout(CheckoutOptions(directory=ours, rev="v2"))
+        assert git(ours, "ls-files", "-s") == git(theirs, "ls-files", "-s")

@@ -80,11 +80,11 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     destination's filesystem."""
     ctx, opts = run.ctx, run.opts
     index = ix.read_index(ctx.repo.index_path, git_dir=ctx.repo.git_dir)
-    if any(e.stage for e in index.entries):
-        raise DestinationError("the index has unmerged entries; resolve them first")
     index_entries = (
         expand_sparse_directories(ctx.git, index.entries) if index.sparse else list(index.entries)
     )
+    if any(e.stage for e in index_entries):
+        index_entries = _unmerged(index_entries, opts.force)
     tables = _Tables(
         {e.path: e for e in index_entries},
         {e.path: e for e in head_entries},
@@ -149,6 +149,26 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         index.untracked,
     )
     return _plan(run, tables, _smudged(look, plan.keep), split, facts)
+
+
+#: git's checkout over an unmerged index, without --force (builtin/checkout.c
+#: merge_working_tree)
+UNMERGED = "you need to resolve your current index first"
+
+
+def _unmerged(entries: list[ix.IndexEntry], force: bool) -> list[ix.IndexEntry]:
+    """An unmerged index's entries as the switch takes them: refused as git refuses it,
+    or with ``force`` each conflicted path one entry the target never matches (git's
+    reset: oneway_merge gives the path the target's entry, or removes it)."""
+    if not force:
+        raise DestinationError(UNMERGED)
+    out: list[ix.IndexEntry] = []
+    for e in entries:
+        if not e.stage:
+            out.append(e)
+        elif not out or out[-1].path != e.path:
+            out.append(replace(e, oid=bytes(len(e.oid)), flags=0))
+    return out
 
 
 def _leftovers(run: Run, look: Look, tables: _Tables) -> Leftovers:

@@ -72,6 +72,7 @@ _REFUSALS = (
     b"would be lost",
     b"not uptodate",
     b"Cannot update submodule",
+    b"resolve your current index first",  # an unmerged index (builtin/checkout.c)
 )
 
 
