@@ -150,8 +150,9 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
     if workers.writer != "git" or run.opts.dry_run:
         entries = _parsed(entries)  # a listing beside round 1 is parsed only for the engine
     where = _Where(fs, workers.workers)
+    expendable: list[bytes] = []
     if found.occupied and not found.resume:
-        _refuse_untracked(run, entries, wanted, where)
+        expendable = _refuse_untracked(run, entries, wanted, where)
     strays = _left_by_earlier_runs(run, _parsed(entries), where) if found.resume else []
     conversion = plan_conversion(run, entries, sel, workers)
     collided = collisions.find(ctx, root, entries, wanted, run.opts.clone)
@@ -174,6 +175,7 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
         head=HeadMove(run.opts.rev, run.target),
         warnings=sel.warnings if sel is not None else (),
         delete=strays,
+        expendable=expendable,
         previous=found.previous if found.resume else None,
         earlier=found.previous.trees if found.resume and found.previous else (),
         commit=run.target.commit,
@@ -200,16 +202,17 @@ class _Where(NamedTuple):
 
 def _refuse_untracked(
     run: Run, entries: Sequence[Entry], wanted: Sequence[int], where: _Where
-) -> None:
+) -> list[bytes]:
     """A fresh checkout into a work tree that holds files already (no index: a CI cache
     restored before the checkout, say) keeps them and writes the tree, as git does, unless
     one is in the way of what it writes: then it refuses, as git does, and writes nothing
-    (git's ``--force`` would overwrite them; pcheckout never does)."""
-    from pcheckout.decide.worktree import refuse_untracked_in_the_way
+    (git's ``--force`` would overwrite them; pcheckout never does).  Ignored files in the
+    way are overwritten, as git's checkout overwrites them: returned, to be removed."""
+    from pcheckout.decide.worktree import Way, refuse_untracked_in_the_way
 
     paths = [entries[i].path for i in wanted]
     target = {e.path: e for e in entries}
-    refuse_untracked_in_the_way(_look(run, where), paths, (), (), target)
+    return refuse_untracked_in_the_way(_look(run, where), Way(paths, target=target))
 
 
 def _left_by_earlier_runs(run: Run, entries: list[Entry], where: _Where) -> list[bytes]:

@@ -37,6 +37,7 @@ from pcheckout.decide.workers import asked
 from pcheckout.decide.worktree import (
     SKIP,
     Look,
+    Way,
     dirty_paths,
     modified,
     present_paths,
@@ -53,7 +54,7 @@ from pcheckout.git.config import config_bool
 from pcheckout.git.indexformat import HASH_SIZES
 from pcheckout.git.sparse import Sparsity, expand_sparse_directories
 from pcheckout.git.sparse import load as load_sparsity
-from pcheckout.git.tree import Entry
+from pcheckout.git.tree import MODE_GITLINK, Entry
 from pcheckout.plan.planner import plan_for
 from pcheckout.session import Run
 from pcheckout.write.indexout import KeptEntries, index_version
@@ -122,7 +123,9 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     strays = sorted(p for p in left.ours if p not in tables.in_index)
     split = split._replace(remove=sorted({*split.remove, *strays}))
     tracked = tables.in_index.keys() | left.ours
-    refuse_untracked_in_the_way(look, split.write, split.remove, tracked, tables.target)
+    gitlinks = {p for p, e in tables.in_index.items() if e.mode == MODE_GITLINK}
+    way = Way(split.write, split.remove, tracked, tables.target, opts.force, gitlinks)
+    expendable = refuse_untracked_in_the_way(look, way)
     recurse = recursing(ctx, opts.clone)
     switching = Switching(
         run.root,
@@ -147,6 +150,7 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         absent,
         index.split,
         index.untracked,
+        expendable,
     )
     return _plan(run, tables, _smudged(look, plan.keep), split, facts)
 
@@ -278,6 +282,7 @@ class _Facts(NamedTuple):
     absent: frozenset[bytes] = frozenset()  # removed paths not there (an interrupted run's)
     split: ix.SplitIndex | None = None  # a split index's tie to its shared index
     untracked: bytes | None = None  # the index's untracked cache (its UNTR payload)
+    expendable: list[bytes] = []  # ignored files and directories in the way: removed
 
 
 def _plan(
@@ -325,6 +330,7 @@ def _plan(
         dry_run=opts.dry_run,
         selection=sel,
         delete=split.remove,
+        expendable=facts.expendable,
         kept=KeptEntries(
             kept,
             recorded,

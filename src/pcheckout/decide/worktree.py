@@ -23,12 +23,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from pcheckout.errors import SHOW_PATHS, UntrackedInTheWayError, quote_paths
+from pcheckout.errors import UntrackedInTheWayError, quote_paths
 from pcheckout.fs.detect import FsInfo
 from pcheckout.fs.files import full_path
 from pcheckout.fs.parallel import MIN_PATHS_PER_THREAD, lstat_many
 from pcheckout.git import index as ix
 from pcheckout.git.config import config_bool
+from pcheckout.git.ignored import ignored
 from pcheckout.git.objects import blob_oid
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
@@ -40,6 +41,7 @@ __all__ = [
     "Look",
     "StatRules",
     "Threads",
+    "Way",
     "by_stat",
     "content_oids",
     "dirty_paths",
@@ -251,6 +253,15 @@ BY_CONTENT = ("ls-files", "-m", "-z", "--full-name")
 STAT_ALONE = ("diff-files", "--name-only", "-z")
 
 
+def _at_root(look: Look, env: Mapping[str, str] | None = None) -> Git:
+    """``look.git`` run at the work tree's root (it may run in a subdirectory), where the
+    paths it is given and prints are the index's."""
+    git = look.git
+    root = Path(os.fsdecode(look.root_b))
+    env = git.env if env is None else env
+    return Git(root, debug=git.debug, env=env, exe=git.exe, version=git.version)
+
+
 def _promised(e: ix.IndexEntry) -> bool:
     """Assume-unchanged or skip-worktree: the user promised the file does not matter."""
     return bool(e.flags & ix.FLAG_ASSUME_VALID or e.extended_flags & SKIP)
@@ -286,12 +297,10 @@ def _by_git(look: Look, suspects: list[ix.IndexEntry], command: tuple[str, ...])
         with contextlib.suppress(OSError):  # (no index: nothing is racily clean)
             st = os.stat(look.index_path)
             os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
-        git = look.git
-        env = dict(os.environ if git.env is None else git.env)
+        env = dict(os.environ if look.git.env is None else look.git.env)
         env["GIT_INDEX_FILE"] = copy
-        g = Git(git.cwd, debug=git.debug, env=env, exe=git.exe, version=git.version)
         # (an fsmonitor would answer for the real index, not this one)
-        out = g.out("-c", "core.fsmonitor=false", *command)
+        out = _at_root(look, env).out("-c", "core.fsmonitor=false", *command)
     finally:
         os.unlink(copy)
     return {p for p in out.split(b"\0") if p}
@@ -321,21 +330,30 @@ def content_oids(look: Look, paths: list[bytes], links: Collection[bytes]) -> di
     return oids
 
 
-def refuse_untracked_in_the_way(
-    look: Look,
-    write: list[bytes],
-    delete: Collection[bytes],
-    tracked: Collection[bytes],
-    target: Mapping[bytes, Entry],
-) -> None:
-    """Untracked files in the way of what the switch is about to create (``write``,
-    while ``delete`` goes) refuse it: pcheckout never deletes or overwrites untracked
-    files."""
-    gone = set(delete)
-    in_the_way: list[bytes] = []
+class Way(NamedTuple):
+    """What a checkout writes, for the check of what is in its way."""
+
+    write: list[bytes]  # the paths it writes
+    delete: Collection[bytes] = ()  # tracked paths it removes first
+    tracked: Collection[bytes] = ()  # the index's paths
+    target: Mapping[bytes, Entry] = {}  # the entries it writes, by path
+    #: with --force a tracked path it writes is looked at too (a directory there may hold
+    #: untracked files; without --force it is a local change already)
+    force: bool = False
+    gitlinks: Collection[bytes] = ()  # tracked paths that are gitlinks (their own checks)
+
+
+def refuse_untracked_in_the_way(look: Look, way: Way) -> list[bytes]:
+    """Untracked files in the way of what the checkout writes refuse it: pcheckout never
+    deletes or overwrites them.  Ignored ones do not: git's checkout overwrites them
+    (unpack-trees.c check_ok_to_remove: is_excluded), a directory holding nothing else
+    too (verify_clean_subdirectory).  Returned: the paths in the way to remove before
+    writing (files, and directories whole)."""
+    gone = set(way.delete)
+    obstacles: list[tuple[bytes, list[bytes]]] = []  # (path, the untracked files it holds)
     checked_dirs: dict[bytes, bool] = {}
-    looked = _look_up(look, write, tracked)
-    for path in write:
+    looked = _look_up(look, way)
+    for path in way.write:
         # leading directories must be real directories, or absent, or tracked files we delete
         parts = path.split(b"/")
         for k in range(1, len(parts)):
@@ -343,15 +361,22 @@ def refuse_untracked_in_the_way(
             if d not in checked_dirs:
                 checked_dirs[d] = _dir_ok(looked[d], d in gone)
                 if not checked_dirs[d]:
-                    in_the_way.append(d)
-        if path not in tracked:
-            in_the_way += _in_the_way(look.root_b, path, looked[path], target[path], tracked)
-    if in_the_way:
+                    obstacles.append((d, [d]))
+        if path in looked and path not in way.gitlinks:
+            got = _in_the_way(look.root_b, path, looked[path], way)
+            if got is not None:
+                obstacles.append((path, got))
+    if not obstacles:
+        return []
+    held = [f for _path, files in obstacles for f in files]
+    kept = set(held) - ignored(_at_root(look), held)
+    if kept:
         raise UntrackedInTheWayError(
             "untracked working tree files would be overwritten by checkout: "
-            + quote_paths(sorted(set(in_the_way)))
+            + quote_paths(sorted(kept))
             + "; move or remove them first (pcheckout never deletes untracked files)"
         )
+    return sorted({path for path, _files in obstacles})
 
 
 def _dir_ok(st: os.stat_result | None, deleted: bool) -> bool:
@@ -365,38 +390,36 @@ def _dir_ok(st: os.stat_result | None, deleted: bool) -> bool:
 
 
 def _in_the_way(
-    root_b: bytes,
-    path: bytes,
-    st: os.stat_result | None,
-    entry: Entry,
-    tracked: Collection[bytes],
-) -> list[bytes]:
-    """The untracked paths at or below a new, untracked ``path`` that writing it would
-    overwrite: a directory where a file goes is fine only if everything in it is
-    tracked and leaving (a gitlink's directory is fine)."""
+    root_b: bytes, path: bytes, st: os.stat_result | None, way: Way
+) -> list[bytes] | None:
+    """What writing ``path`` would overwrite (None: nothing): an untracked file there, or
+    a directory where a file goes, with the untracked files in it (a tracked one that
+    stays makes it untouchable: it is listed as if untracked).  A gitlink's directory is
+    fine."""
     if st is None:
-        return []
+        return None
     if not stat_mod.S_ISDIR(st.st_mode):
-        return [path]
-    if entry.mode == MODE_GITLINK:
-        return []
-    return _untracked_below(root_b, path, tracked)[:SHOW_PATHS]
+        return None if path in way.tracked else [path]
+    if way.target[path].mode == MODE_GITLINK:
+        return None
+    below = path + b"/"
+    staying = [p for p in way.tracked if p.startswith(below) and p not in way.delete]
+    return _untracked_below(root_b, path, way.tracked) + staying
 
 
-def _look_up(
-    look: Look, to_write: list[bytes], tracked: Collection[bytes]
-) -> dict[bytes, os.stat_result | None]:
-    """lstat of every leading directory of ``to_write`` and of each new path that
-    is not tracked: what the untracked-files check needs, asked in parallel."""
+def _look_up(look: Look, way: Way) -> dict[bytes, os.stat_result | None]:
+    """lstat of every leading directory of what is written and of each new path that is
+    not tracked (with --force, of every path written): what the check of what is in the
+    way needs, asked in parallel."""
     wanted: dict[bytes, None] = {}
-    for path in to_write:
+    for path in way.write:
         d = path.rpartition(b"/")[0]
         chain = []
         while d and d not in wanted:
             chain.append(d)
             d = d.rpartition(b"/")[0]
         wanted.update(dict.fromkeys(reversed(chain)))
-        if path not in tracked:
+        if way.force or path not in way.tracked:
             wanted[path] = None
     paths = list(wanted)
     return dict(zip(paths, _lstat_many(look.root_b, paths, look.threads), strict=True))

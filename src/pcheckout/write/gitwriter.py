@@ -70,6 +70,7 @@ _REFUSALS = (
     b"would be overwritten",
     b"would be removed",
     b"would be lost",
+    b"would lose untracked files",
     b"not uptodate",
     b"Cannot update submodule",
     b"resolve your current index first",  # an unmerged index (builtin/checkout.c)
