@@ -13,7 +13,8 @@ that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
     │   ├── UnknownRevisionError
     │   ├── CatFileError        a cat-file worker died, lied or was truncated
     │   │   └── MissingObjectError  the object is not in the repository
-    │   └── FilterError         git's filters failed on a path (names the path and filter)
+    │   ├── FilterError         git's filters failed on a path (names the path and filter)
+    │   └── GitDiedError        git's own checkout (the git writer) died; git's message, 128
     ├── DestinationError        the working tree is not in a state we may write to
     │   ├── WorktreeNotEmptyError
     │   ├── LocalChangesError   a switch would overwrite local changes
@@ -105,7 +106,17 @@ class CatFileError(GitError):
 
 
 class FilterError(GitError):
-    """git's checkout conversion of one path failed (a filter driver, an encoding)."""
+    """git's checkout conversion of one path failed (a filter driver, an encoding): git's
+    checkout dies of it (``fatal:``), exit status 128."""
+
+    exit_code = 128
+
+
+class GitDiedError(GitError):
+    """git's own checkout, writing for pcheckout, died (``fatal:``, status 128): its
+    message, its status."""
+
+    exit_code = 128
 
 
 class CorruptObjectError(GitError):

@@ -45,12 +45,16 @@ EXIT_WRITES = (
     (
         "1",
         "an error, said in one line on stderr (not a repository, an unknown revision, local "
-        "changes a switch would lose, a destination that is not empty, a filter that fails); "
+        "changes a switch would lose, a destination that is not empty); "
         "nothing is half-recorded: the index is written last, and running the same command "
         "again finishes an interrupted checkout",
     ),
     ("2", "a usage error: an unknown option, a bad value"),
-    ("128", "the index is locked by another git process (git's message, git's code)"),
+    (
+        "128",
+        "git's own error passed through, as git checkout dies of it (git's message, git's "
+        "code): the index is locked by another git process, a required filter fails",
+    ),
     ("130, 143", "interrupted (SIGINT, SIGTERM): run the same command again to finish"),
 )
 

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from pcheckout.errors import UntrackedInTheWayError, quote_paths
+from pcheckout.errors import GitDiedError, UntrackedInTheWayError, quote_paths
 from pcheckout.fs.detect import FsInfo
 from pcheckout.fs.files import full_path
 from pcheckout.fs.parallel import MIN_PATHS_PER_THREAD, lstat_many
@@ -300,10 +300,14 @@ def _by_git(look: Look, suspects: list[ix.IndexEntry], command: tuple[str, ...])
         env = dict(os.environ if look.git.env is None else look.git.env)
         env["GIT_INDEX_FILE"] = copy
         # (an fsmonitor would answer for the real index, not this one)
-        out = _at_root(look, env).out("-c", "core.fsmonitor=false", *command)
+        args = ["-c", "core.fsmonitor=false", *command]
+        proc = _at_root(look, env).run(*args, ok_codes=(0, GitDiedError.exit_code))
     finally:
         os.unlink(copy)
-    return {p for p in out.split(b"\0") if p}
+    if proc.returncode:  # git's checkout dies of it too (a clean filter that fails)
+        message = proc.stderr.decode("utf-8", "backslashreplace").strip().splitlines()
+        raise GitDiedError(message[-1].removeprefix("fatal: ") if message else "git died")
+    return {p for p in proc.stdout.split(b"\0") if p}
 
 
 def content_oids(look: Look, paths: list[bytes], links: Collection[bytes]) -> dict[bytes, str]:

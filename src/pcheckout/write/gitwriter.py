@@ -50,7 +50,14 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pcheckout.context import Context, Reporter
-from pcheckout.errors import SHOW_PATHS, GitError, GitRefusedError, Interrupted, decode
+from pcheckout.errors import (
+    SHOW_PATHS,
+    GitDiedError,
+    GitError,
+    GitRefusedError,
+    Interrupted,
+    decode,
+)
 from pcheckout.git.indexsize import in_worktree, written_bytes
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import TreeChanges
@@ -294,6 +301,8 @@ def _error(command: str, code: int, messages: list[bytes], cmd: list[str]) -> Ex
     raw = b"\n".join(messages)
     if any(r in raw for r in _REFUSALS):
         return GitRefusedError(f"git checkout refused: {text}")
+    if code == GitDiedError.exit_code:  # die(): git's status passes through
+        return GitDiedError(f"git {command} failed: {text}", cmd=cmd)
     return GitError(f"git {command} failed: {text}", cmd=cmd)
 
 
