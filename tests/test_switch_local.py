@@ -14,6 +14,7 @@ from helpers import (
     clone_no_checkout,
     git,
     make_repo,
+    run_cli,
     snapshot_difference,
     write_tree_files,
 )
@@ -123,3 +124,22 @@ def test_a_tracked_file_replaced_by_a_directory_of_untracked_files_is_kept_with_
         checkout(CheckoutOptions(directory=ours, rev="v2", force=True))
     assert (ours / "changed" / "mine").read_bytes() == b"my work\n"
     assert not (ours / "x.o").exists()  # nothing written
+
+
+@pytest.mark.parametrize("case", ["local", "untracked"])
+def test_a_refusal_says_what_git_says(tmp_path: Path, repo: Path, case: str) -> None:
+    # git's own sentences (unpack-trees.c setup_unpack_trees_porcelain), on pcheckout's one
+    # line, whoever writes; exit 1 as git's
+    ours, theirs = _pair(tmp_path, repo)
+    for w in (ours, theirs):
+        if case == "local":
+            (w / "changed").write_bytes(b"my work\n")
+        else:
+            write_tree_files(w, {b"out": b"mine\n"})
+    said = _git_switch(theirs, "v2")
+    assert said.returncode == 1
+    proc = run_cli("checkout", "-C", str(ours), "v2")
+    assert proc.returncode == 1
+    (line,) = proc.stderr.splitlines()
+    header, path, advice, aborting = said.stderr.decode().splitlines()
+    assert f"{header.removeprefix('error: ')} {path.strip()}; {advice} {aborting}" in line

@@ -66,6 +66,24 @@ def quote_paths(paths: list[bytes]) -> str:
     return shown + (f" and {more} more" if more > 0 else "")
 
 
+#: git's own sentences when its checkout refuses (unpack-trees.c
+#: setup_unpack_trees_porcelain, "checkout" and "switch branches"), said by either writer
+LOCAL_CHANGES = (
+    "Your local changes to the following files would be overwritten by checkout:",
+    "Please commit your changes or stash them before you switch branches.",
+)
+UNTRACKED = (
+    "The following untracked working tree files would be overwritten by checkout:",
+    "Please move or remove them before you switch branches.",
+)
+
+
+def refusal(words: tuple[str, str], paths: list[bytes]) -> str:
+    """git's refusal on one line: its header, the paths, its advice and "Aborting"."""
+    header, advice = words
+    return f"{header} {quote_paths(paths)}; {advice} Aborting"
+
+
 class PcheckoutError(Exception):
     """Base class; ``str()`` is the message a user sees."""
 

@@ -46,7 +46,13 @@ from pcheckout.decide.worktree import (
     stat_rules,
     stat_threads,
 )
-from pcheckout.errors import DestinationError, LocalChangesError, quote_paths
+from pcheckout.errors import (
+    LOCAL_CHANGES,
+    DestinationError,
+    LocalChangesError,
+    quote_paths,
+    refusal,
+)
 from pcheckout.fs.detect import FsInfo
 from pcheckout.git import index as ix
 from pcheckout.git import untracked
@@ -111,11 +117,7 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     dirty = _dirty(run, look, merge, moves[1], tables.in_index, cone) - cone.skipped - left.ours
     plan = apply_local_changes(merge, tables.in_index, tables.target, dirty, force=opts.force)
     if plan.refused:
-        raise LocalChangesError(
-            "your local changes to these files would be overwritten by checkout: "
-            + quote_paths(plan.refused)
-            + "; commit or stash them, or use --force to discard them"
-        )
+        raise LocalChangesError(refusal(LOCAL_CHANGES, plan.refused))
     split = sparse_split(plan, tables.target, moves, cone, dirty)
     # What interrupted runs created that the index does not track goes too (theirs, not
     # the user's; written again where REV has it).

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from pcheckout.errors import GitDiedError, UntrackedInTheWayError, quote_paths
+from pcheckout.errors import UNTRACKED, GitDiedError, UntrackedInTheWayError, refusal
 from pcheckout.fs.detect import FsInfo
 from pcheckout.fs.files import full_path
 from pcheckout.fs.parallel import MIN_PATHS_PER_THREAD, lstat_many
@@ -375,11 +375,8 @@ def refuse_untracked_in_the_way(look: Look, way: Way) -> list[bytes]:
     held = [f for _path, files in obstacles for f in files]
     kept = set(held) - ignored(_at_root(look), held)
     if kept:
-        raise UntrackedInTheWayError(
-            "untracked working tree files would be overwritten by checkout: "
-            + quote_paths(sorted(kept))
-            + "; move or remove them first (pcheckout never deletes untracked files)"
-        )
+        note = " (pcheckout never removes untracked files, even with --force)"
+        raise UntrackedInTheWayError(refusal(UNTRACKED, sorted(kept)) + note * way.force)
     return sorted({path for path, _files in obstacles})
 
 
