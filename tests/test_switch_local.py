@@ -143,3 +143,32 @@ def test_a_refusal_says_what_git_says(tmp_path: Path, repo: Path, case: str) -> 
     (line,) = proc.stderr.splitlines()
     header, path, advice, aborting = said.stderr.decode().splitlines()
     assert f"{header.removeprefix('error: ')} {path.strip()}; {advice} {aborting}" in line
+
+
+def test_local_changes_carried_over_are_listed_as_git_lists_them(
+    tmp_path: Path, repo: Path
+) -> None:
+    # git checkout ends by listing what differs from the new commit (checkout.c
+    # show_local_changes: diff-index --name-status, no renames), on stdout, before its
+    # branch's tracking line; -q and -f list nothing.
+    ours, theirs = _pair(tmp_path, repo)
+    for w in (ours, theirs):
+        git(w, "checkout", "-q", "-b", "topic")
+        git(w, "branch", "--set-upstream-to", "main")
+        write_tree_files(w, {b"a": b"mine\n", b"staged": b"new\n", b'q"uote': b"x\n"})
+        git(w, "add", "staged", 'q"uote')
+        (w / ".gitignore").unlink()
+        git(w, "branch", "-q", "-f", "other", "v2")
+    said = subprocess.run(
+        ["git", "-C", str(theirs), "checkout", "other"], capture_output=True, check=True
+    )
+    proc = run_cli("checkout", "-C", str(ours), "other")
+    assert proc.returncode == 0, proc.stderr
+    summary, *lines = proc.stdout.splitlines()
+    assert summary.startswith("switched ")
+    assert lines == said.stdout.decode().splitlines()
+    assert lines[:4] == ["D\t.gitignore", "M\ta", 'A\t"q\\"uote"', "A\tstaged"]
+    git(ours, "checkout", "-q", "topic")
+    for args in (["-q", "other"], ["-f", "other"]):
+        git(ours, "checkout", "-q", "topic")
+        assert run_cli("checkout", "-C", str(ours), *args).stdout.count("\t") == 0

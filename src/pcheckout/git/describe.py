@@ -1,6 +1,6 @@
 """What git says about commits when HEAD moves: ``%h %s`` lines, the commits a detached HEAD
-leaves behind, a new branch's upstream.  Asked only for a human's report (the CLI's
-``HEAD is now at ...`` lines), never on a checkout's own path."""
+leaves behind, a new branch's upstream, the local changes a switch carried.  Asked only for
+a human's report (the CLI's ``HEAD is now at ...`` lines), never on a checkout's own path."""
 
 from __future__ import annotations
 
@@ -58,3 +58,11 @@ def tracking(git: Git, branch: str) -> Tracking | None:
     return Tracking(
         upstream, int(counts.get("ahead", 0)), int(counts.get("behind", 0)), track == "gone"
     )
+
+
+def local_changes(git: Git) -> list[str]:
+    """What differs from HEAD in the work tree, as git's checkout lists it once it has
+    switched (checkout.c show_local_changes: diff-index --name-status, no rename
+    detection, full paths quoted as core.quotePath says): "M\tpath" lines."""
+    proc = git.run("diff-index", "--name-status", "HEAD", "--", ok_codes=(0,))
+    return decode(proc.stdout).splitlines()
