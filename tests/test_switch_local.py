@@ -172,3 +172,22 @@ def test_local_changes_carried_over_are_listed_as_git_lists_them(
     for args in (["-q", "other"], ["-f", "other"]):
         git(ours, "checkout", "-q", "topic")
         assert run_cli("checkout", "-C", str(ours), *args).stdout.count("\t") == 0
+
+
+def test_a_clean_filter_that_fails_leaves_the_switch_done(tmp_path: Path) -> None:
+    # listing what the switch carried runs the clean filter the switch brought in where
+    # git's checkout, its entries found fresh before, does not: the list is left out, the
+    # switch succeeds as git's does
+    src = make_repo(tmp_path, {b"f.r": b"x\n"})
+    git(src, "tag", "v1")
+    write_tree_files(src, {b".gitattributes": b"*.r filter=r\n"})
+    git(src, "add", ".gitattributes")
+    git(src, "commit", "-qm", "two")
+    cfg = {"filter.r.required": "true", "filter.r.clean": "false", "filter.r.smudge": "cat"}
+    ours, theirs = (clone_no_checkout(src, tmp_path / n, cfg) for n in ("ours", "theirs"))
+    for w in (ours, theirs):
+        git(w, "checkout", "-q", "v1")
+    assert _git_switch(theirs, "main").returncode == 0
+    proc = run_cli("checkout", "-C", str(ours), "main")
+    assert proc.returncode == 0, proc.stderr
+    assert (ours / ".gitattributes").exists()

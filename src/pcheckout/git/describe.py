@@ -64,5 +64,7 @@ def local_changes(git: Git) -> list[str]:
     """What differs from HEAD in the work tree, as git's checkout lists it once it has
     switched (checkout.c show_local_changes: diff-index --name-status, no rename
     detection, full paths quoted as core.quotePath says): "M\tpath" lines."""
-    proc = git.run("diff-index", "--name-status", "HEAD", "--", ok_codes=(0,))
-    return decode(proc.stdout).splitlines()
+    # A clean filter that fails (git's checkout had those entries fresh and never ran it)
+    # leaves the report without the list, never the switch failed.
+    proc = git.run("diff-index", "--name-status", "HEAD", "--", ok_codes=(0, 1, 128))
+    return decode(proc.stdout).splitlines() if proc.returncode == 0 else []
