@@ -180,6 +180,9 @@ def test_a_sparse_index_is_written_as_git_writes_it(tmp_path: Path, cone: list[s
     # entries are all skip-worktree into one sparse-directory entry (sparse-index.c
     # convert_to_sparse) and says so with the sdir extension; the engine wrote them all.
     src = make_repo(tmp_path, TREE)
+    head = git(src, "rev-parse", "HEAD").decode().strip()  # a gitlink outside the cone too
+    git(src, "update-index", "--add", "--cacheinfo", f"160000,{head},b/sub/module")
+    git(src, "commit", "-qm", "gitlink")
     git(src, "tag", "v1")
     write_tree_files(src, {b"b/z": b"33\n", b"c/d/e": b"55\n", b"c/new/n": b"n\n"})
     git(src, "add", "-A")

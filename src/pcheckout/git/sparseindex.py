@@ -1,6 +1,6 @@
 """A sparse index as git 2.39 writes it (sparse-index.c convert_to_sparse): with
 ``index.sparse=true`` in a cone-mode sparse checkout, every directory outside the cone
-whose entries are all skip-worktree (none unmerged, no gitlink) is recorded as one
+whose entries are all skip-worktree (none unmerged) is recorded as one
 sparse-directory entry: its path with a trailing ``/``, mode 040000, the directory's
 tree id, zero stat data and the skip-worktree bit; the index then ends with the empty
 ``sdir`` extension.  git does it on every index write it can (write_locked_index),
@@ -17,7 +17,6 @@ from pcheckout.git.config import config_bool
 from pcheckout.git.index import EXT_FLAG_SKIP_WORKTREE, MODE_SPARSE_DIR, IndexEntry
 from pcheckout.git.indexformat import FLAG_STAGE_MASK
 from pcheckout.git.sparse import Sparsity
-from pcheckout.git.tree import MODE_GITLINK
 
 __all__ = ["collapse", "wanted"]
 
@@ -95,14 +94,15 @@ def _collapse(w: _Walk, start: int, end: int, prefix: bytes) -> None:
 
 def _collapsible(w: _Walk, start: int, end: int, prefix: bytes) -> bool:
     """Outside the cone (a directory is in if a file directly in it would be: dir.c
-    path_matches_pattern_list), and every entry below skip-worktree, no gitlink."""
+    path_matches_pattern_list), and every entry below skip-worktree.  A gitlink does not
+    keep it full: convert_to_sparse_rec would, but git's checkout over a sparse index
+    makes the sparse directory from the tree without looking in (unpack-trees.c
+    unpack_callback: a directory outside the cone is one entry), as on every checkout
+    after ``git sparse-checkout set --sparse-index``; compared with git 2.39."""
     if w.sparsity.includes(prefix + b"-"):
         return False
     skip = EXT_FLAG_SKIP_WORKTREE
-    return all(
-        e.extended_flags & skip and e.mode != MODE_GITLINK
-        for e in (w.entries[k] for k in range(start, end))
-    )
+    return all(w.entries[k].extended_flags & skip for k in range(start, end))
 
 
 #: A sparse-directory entry's stat data (ctime, mtime, dev, ino, uid, gid, size): none.
