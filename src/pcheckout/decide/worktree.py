@@ -193,13 +193,27 @@ def _stat_matches(e: ix.IndexEntry, st: os.stat_result | None, rules: StatRules)
 
 def present_paths(look: Look, paths: list[bytes]) -> set[bytes]:
     """Which of ``paths`` exist in the work tree (any kind), as sparse-index.c path_found
-    finds them: a path whose directory is absent is not looked at itself (outside a sparse
-    checkout's cone most directories are absent, one lstat each)."""
-    dirs = sorted({p.rpartition(b"/")[0] for p in paths} - {b""})
-    there = dict(zip(dirs, _lstat_many(look.root_b, dirs, look.threads), strict=True))
-    maybe = [p for p in paths if b"/" not in p or there[p.rpartition(b"/")[0]] is not None]
+    finds them: a path below an absent directory is not looked at (outside a sparse
+    checkout's cone most directories are absent): the directories are looked at level by
+    level, each level's in parallel, below those that are there."""
+    parents = {p.rpartition(b"/")[0] for p in paths}
+    dirs: set[bytes] = set()
+    for d in parents:
+        while d and d not in dirs:
+            dirs.add(d)
+            d = d.rpartition(b"/")[0]
+    there = {b""}
+    for depth in range(max((d.count(b"/") for d in dirs), default=-1) + 1):
+        level = [d for d in dirs if d.count(b"/") == depth and d.rpartition(b"/")[0] in there]
+        stats = _lstat_many(look.root_b, level, look.threads)
+        there.update(d for d, st in zip(level, stats, strict=True) if _is_dir(st))
+    maybe = [p for p in paths if p.rpartition(b"/")[0] in there]
     stats = _lstat_many(look.root_b, maybe, look.threads)
     return {p for p, st in zip(maybe, stats, strict=True) if st is not None}
+
+
+def _is_dir(st: os.stat_result | None) -> bool:
+    return st is not None and stat_mod.S_ISDIR(st.st_mode)
 
 
 def index_seconds(look: Look) -> int:
