@@ -384,7 +384,10 @@ def _add_checkout(sub: Any) -> None:
     dir_help = "the working tree (default: the current directory; see the global -C)"
     _arg(c, "-C", dest="directory", default=".", metavar="DIR", complete="dir", help=dir_help)
     _writing_options(c, workers, writer)
-    force_help = "discard local changes to tracked files (untracked files are never removed)"
+    force_help = (
+        "discard local changes to tracked files (untracked files are never removed; ignored "
+        "ones in the way are overwritten, as git overwrites them)"
+    )
     _arg(c, "-f", "--force", action="store_true", help=force_help)
     _arg(c, "--no-hooks", action="store_true", help=NO_HOOKS_HELP)
 
