@@ -9,7 +9,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import assert_same_as_git, clone_no_checkout, git, make_repo, write_tree_files
+from helpers import (
+    assert_same_as_git,
+    clone_no_checkout,
+    git,
+    make_repo,
+    run_cli,
+    write_tree_files,
+)
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import DestinationError
@@ -197,3 +204,30 @@ def test_an_unmerged_index_as_git_checkout_treats_it(
         with pytest.raises(DestinationError, match="you need to resolve your current index first"):
             checkout(CheckoutOptions(directory=ours, rev="v2"))
         assert git(ours, "ls-files", "-s") == git(theirs, "ls-files", "-s")
+
+
+@pytest.mark.parametrize("path", ["same.txt", "a.txt"], ids=["kept", "changed"])
+def test_force_over_an_assume_unchanged_file_edited_as_git(
+    tmp_path: Path, repo: Path, path: str
+) -> None:
+    # git checkout -f looks at an assume-unchanged file by its stat data
+    # (verify_uptodate_1, oneway_merge): a kept one edited is restored; one the switch
+    # changes stops it, "Entry 'a.txt' not uptodate. Cannot merge." (exit 128).  The
+    # engine's refresh skipped them: it kept the edit, or overwrote it.
+    ours, theirs = _pair(tmp_path, repo, {})
+    for w in (ours, theirs):
+        git(w, "update-index", "--assume-unchanged", path)
+        (w / path).write_bytes(b"edited\n")
+    proc = subprocess.run(
+        ["git", "-C", str(theirs), "checkout", "-q", "-f", "v2"], capture_output=True
+    )
+    if path == "a.txt":
+        assert proc.returncode == 128 and b"Entry 'a.txt' not uptodate" in proc.stderr
+        err = run_cli("checkout", "-C", str(ours), "-f", "v2")
+        assert err.returncode == 128 and "Entry 'a.txt' not uptodate. Cannot merge." in err.stderr
+        assert (ours / path).read_bytes() == b"edited\n"
+        assert git(ours, "rev-parse", "HEAD") == git(theirs, "rev-parse", "HEAD")
+    else:
+        assert proc.returncode == 0, proc.stderr
+        checkout(CheckoutOptions(directory=ours, rev="v2", force=True))
+        assert_same_as_git(ours, theirs)

@@ -18,6 +18,7 @@ that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
     ├── DestinationError        the working tree is not in a state we may write to
     │   ├── WorktreeNotEmptyError
     │   ├── LocalChangesError   a switch would overwrite local changes
+    │   │   └── AssumedChangedError  --force over a changed assume-unchanged file (128)
     │   ├── UntrackedInTheWayError  a switch would overwrite untracked files
     │   └── GitRefusedError     git's own checkout (the git writer) refused; git's message
     ├── IndexFileError          the index could not be read or written
@@ -165,6 +166,13 @@ class WorktreeNotEmptyError(DestinationError):
 class LocalChangesError(DestinationError):
     """A switch would overwrite local changes to tracked files (git's "Your local
     changes to the following files would be overwritten by checkout")."""
+
+
+class AssumedChangedError(LocalChangesError):
+    """``--force`` would overwrite an assume-unchanged file the user changed: git's
+    checkout -f dies of it (exit 128)."""
+
+    exit_code = 128
 
 
 class UntrackedInTheWayError(DestinationError):

@@ -48,8 +48,10 @@ from pcheckout.decide.worktree import (
 )
 from pcheckout.errors import (
     LOCAL_CHANGES,
+    AssumedChangedError,
     DestinationError,
     LocalChangesError,
+    decode,
     quote_paths,
     refusal,
 )
@@ -118,6 +120,8 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     plan = apply_local_changes(merge, tables.in_index, tables.target, dirty, force=opts.force)
     if plan.refused:
         raise LocalChangesError(refusal(LOCAL_CHANGES, plan.refused))
+    if opts.force:
+        _refuse_assumed(merge, tables.in_index, dirty)
     split = sparse_split(plan, tables.target, moves, cone, dirty)
     # What interrupted runs created that the index does not track goes too (theirs, not
     # the user's; written again where REV has it).
@@ -215,6 +219,16 @@ def _smudged(look: Look, keep: dict[bytes, ix.IndexEntry]) -> dict[bytes, ix.Ind
     return {p: replace(e, size=0) if p in smudge else e for p, e in keep.items()}
 
 
+def _refuse_assumed(merge: Merge, index: Mapping[bytes, ix.IndexEntry], dirty: set[bytes]) -> None:
+    """``git checkout -f`` stops at an assume-unchanged file the switch changes and the
+    user changed (unpack-trees.c merged_entry -> verify_uptodate_1 even in a reset), with
+    git's message for the first and its status."""
+    valid = ix.FLAG_ASSUME_VALID
+    stuck = sorted(p for p in merge.change if p in dirty and p in index and index[p].flags & valid)
+    if stuck:
+        raise AssumedChangedError(f"Entry '{decode(stuck[0])}' not uptodate. Cannot merge.")
+
+
 def _present_outside(
     run: Run, look: Look, sparsity: Sparsity | None, tables: _Tables, merge: Merge
 ) -> tuple[_Tables, Merge]:
@@ -266,7 +280,10 @@ def _dirty(
     changes or moves out of the cone, stat data first (an absent skip-worktree file is
     not a local change: git never looks)."""
     if run.opts.force:
-        return dirty_paths(run.ctx.git, run.ctx.repo.index_path)
+        # (git's refresh skips assume-unchanged entries; checkout -f looks at them by
+        # their stat data: unpack-trees.c oneway_merge, verify_uptodate_1)
+        valid = [e for e in index.values() if e.flags & ix.FLAG_ASSUME_VALID]
+        return dirty_paths(run.ctx.git, run.ctx.repo.index_path) | modified(look, valid)
     checked = [index[p] for p in [*merge.change, *flip_out] if p in index and p not in cone.skipped]
     return modified(look, checked)
 

@@ -300,7 +300,10 @@ def _error(command: str, code: int, messages: list[bytes], cmd: list[str]) -> Ex
         text = f"exited with status {code}"
     raw = b"\n".join(messages)
     if any(r in raw for r in _REFUSALS):
-        return GitRefusedError(f"git checkout refused: {text}")
+        refused = GitRefusedError(f"git checkout refused: {text}")
+        if code == GitDiedError.exit_code:  # (git checkout -f dies of its refusals)
+            refused.exit_code = code
+        return refused
     if code == GitDiedError.exit_code:  # die(): git's status passes through
         return GitDiedError(f"git {command} failed: {text}", cmd=cmd)
     return GitError(f"git {command} failed: {text}", cmd=cmd)
