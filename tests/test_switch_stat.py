@@ -231,3 +231,15 @@ def test_force_over_an_assume_unchanged_file_edited_as_git(
         assert proc.returncode == 0, proc.stderr
         checkout(CheckoutOptions(directory=ours, rev="v2", force=True))
         assert_same_as_git(ours, theirs)
+
+
+def test_force_writes_a_touched_file_again_as_git(tmp_path: Path, repo: Path) -> None:
+    # git checkout -f writes again a kept file whose stat data changed, its content the
+    # same (no refresh first): the index then has its new file's stat data.
+    ours, theirs = _pair(tmp_path, repo, {})
+    for w in (ours, theirs):
+        os.utime(w / "same.txt", (1e9, 1e9))
+    git(theirs, "checkout", "-q", "-f", "v2")
+    checkout(CheckoutOptions(directory=ours, rev="v2", force=True))
+    assert_same_as_git(ours, theirs)
+    assert (ours / "same.txt").stat().st_mtime > 1e9

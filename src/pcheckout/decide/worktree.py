@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import stat as stat_mod
 import tempfile
 from collections.abc import Collection, Mapping
@@ -78,24 +77,15 @@ def _lstat_many(root_b: bytes, paths: list[bytes], t: Threads) -> list[os.stat_r
 
 
 def dirty_paths(git: Git, index_path: Path) -> set[bytes]:
-    """Tracked paths whose work-tree file differs from the index (stat first).
-
-    The switch holds ``index.lock``; ``update-index --refresh`` would take it
-    too, so git refreshes a scratch copy of the index (``GIT_INDEX_FILE``),
-    whose lock is its own.  The copy is only read from, never put back.  It
-    keeps the index's mtime: git's racy-clean check compares each entry's
-    mtime with the index file's, so a copy made a second later would trust
-    a same-size edit made in the index's second."""
-    with tempfile.TemporaryDirectory(prefix="pcheckout-refresh-") as scratch:
-        copy = os.path.join(scratch, "index")
-        shutil.copyfile(index_path, copy)
-        st = os.stat(index_path)
-        os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
-        env = dict(os.environ if git.env is None else git.env)
-        env["GIT_INDEX_FILE"] = copy
-        g = Git(git.cwd, debug=git.debug, env=env, exe=git.exe, version=git.version)
-        g.run("update-index", "-q", "--refresh", "--ignore-submodules", ok_codes=(0, 1))
-        out = g.out("diff-files", "--name-only", "-z", "--ignore-submodules")
+    """The tracked paths ``git checkout -f`` writes again although the switch keeps them:
+    those whose file does not match the index by its stat data (unpack-trees.c
+    oneway_merge: ie_match_stat after the index's preload, no refresh: a file touched
+    but not changed is written again too; a racily clean one is hashed).  That is
+    ``git diff-files`` without a refresh first, over the index as it is (read only)."""
+    env = dict(os.environ if git.env is None else git.env)
+    env["GIT_INDEX_FILE"] = os.fspath(index_path)
+    g = Git(git.cwd, debug=git.debug, env=env, exe=git.exe, version=git.version)
+    out = g.out("diff-files", "--name-only", "-z", "--ignore-submodules")
     return {p for p in out.split(b"\0") if p}
 
 
