@@ -85,7 +85,8 @@ def _cmd_checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
 def _say_head(directory: Path, result: Result, rev: str, *, carried: bool) -> None:
     """git checkout's lines for where HEAD went, on stderr, with git's facts (subjects,
     commits left behind, a new branch's upstream) asked for only here; after a switch
-    that carried local changes (``carried``: not forced), those it carried."""
+    that carried local changes (``carried``: not forced), those it carried, except on a
+    latency-bound mount."""
     from pcheckout.cli import render
     from pcheckout.git import describe
     from pcheckout.git.runner import MIN_GIT, Git
@@ -100,7 +101,9 @@ def _say_head(directory: Path, result: Result, rev: str, *, carried: bool) -> No
     wanted = wanted if move.moved and (leaving or move.branch is None) else []
     left = describe.left_behind(git, old) if leaving and old is not None else None
     tracking = describe.tracking(git, move.branch) if move.branch else None
-    local = describe.local_changes(git) if carried and result.mode == "switch" else []
+    # (on a latency-bound mount the list is an lstat round trip per file: not asked)
+    listed = carried and result.mode == "switch" and not result.filesystem.latency_bound
+    local = describe.local_changes(git) if listed else []
     report = render.HeadReport(move, rev, describe.onelines(git, wanted), left, tracking, local)
     for stream, line in render.head_lines(report):
         print(line, file=sys.stdout if stream == "out" else sys.stderr, flush=True)
