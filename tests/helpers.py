@@ -95,6 +95,7 @@ def snapshot(root: Path) -> dict[bytes, tuple[object, ...]]:
         rel = os.path.relpath(dirpath, rb)
         if rel == b".":
             dirnames[:] = [d for d in dirnames if d != b".git"]
+            filenames = [f for f in filenames if f != b".git"]  # a linked worktree's gitfile
             rel = b""
         for name in dirnames + filenames:
             p = os.path.join(dirpath, name)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import clone_no_checkout, git, make_repo, run_cli, snapshot
+from helpers import clone_no_checkout, git, make_repo, run_cli, snapshot, write_tree_files
 from killhelp import fuse_unavailable, latencyfs_module
 
 from pcheckout.decide.collisions import Step, clashing, plan, warning
@@ -80,6 +80,23 @@ def test_model_without_ignorecase_marks_by_stat_only() -> None:
     found = plan(entries, range(len(entries)), ignore_case=False)
     assert found is not None
     assert found.collided == [b"A/x", b"B", b"a/x", b"b"]  # strcmp order
+
+
+def test_model_of_a_switch_starts_from_the_kept_files() -> None:
+    """A switch's new paths meet the files of the entries it keeps: each replaces what it
+    finds, before the first round (round 1), a directory spelled otherwise is used."""
+    from pcheckout.decide.collisions import plan_switch
+
+    kept = [b"A/x", b"F", b"readme", b"zz"]
+    found = plan_switch(kept, _entries([b"README", b"a/y", b"f/g"]), True)
+    assert found is not None
+    assert found.steps == [
+        Step(1, "unlink", b"readme"),
+        Step(1, "unlink", b"F"),
+        Step(1, "mkdir", b"f"),
+    ]
+    assert found.rounds == {} and found.lost == []
+    assert plan_switch([b"zz"], _entries([b"README"]), True) is None
 
 
 def test_nothing_folds_nothing_to_do() -> None:
@@ -202,3 +219,58 @@ def test_case_sensitive_destination_writes_every_path(tmp_path: Path, writer: st
     assert proc.returncode == 0, proc.stderr
     assert git(ours, "status", "--porcelain") == b""
     assert (ours / "README").read_bytes() == b"upper case\n"
+
+
+#: A tree and commits beside it, each a switch git's checkout makes on a destination that
+#: ignores case: a name renamed in case only, a new spelling of a kept file, a directory
+#: where a kept file is spelled otherwise, a new path in a directory spelled otherwise,
+#: both spellings changed at once.
+BASE = {b"readme": b"lower\n", b"F": b"file\n", b"A/x": b"ax\n", b"zz": b"zz\n"}
+SWITCHES = {
+    "renamed": {b"README": b"lower\n", b"F": b"file\n", b"A/x": b"ax\n", b"zz": b"zz\n"},
+    "spelled": {**BASE, b"README": b"UPPER case\n"},
+    "dir": {**BASE, b"f/g": b"fg\n"},
+    "into": {**BASE, b"a/y": b"ay\n"},
+    "both": {**BASE, b"README": b"new upper\n", b"readme": b"lower changed\n"},
+    "collided": FILES,
+}
+
+
+def _switches_repo(tmp_path: Path) -> Path:
+    src = make_repo(tmp_path, BASE)
+    for name, files in SWITCHES.items():
+        git(src, "checkout", "-q", "-b", name, "main")
+        git(src, "rm", "-q", "-r", ".")
+        write_tree_files(src, files)
+        git(src, "add", "-A")
+        git(src, "commit", "-q", "-m", name)
+    git(src, "checkout", "-q", "main")
+    return src
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+@pytest.mark.parametrize(
+    ("start", "rev"),
+    [(s, r) for r in SWITCHES for s in ("main",)]
+    + [("renamed", "main"), ("dir", "main"), ("collided", "main"), ("collided", "both")],
+)
+def test_switch_as_git_switches(
+    mnt: Path, tmp_path: Path, writer: str, start: str, rev: str
+) -> None:
+    """git accepts a file found under another spelling of a clean tracked entry (unpack-trees.c
+    check_ok_to_remove -> icase_exists), then writes in index order, each path replacing
+    what it finds (entry.c checkout_entry); the engine refused ("untracked working tree
+    files") or failed on its exclusive create."""
+    src = _switches_repo(tmp_path)
+    theirs = clone_no_checkout(src, mnt / "theirs")
+    ours = clone_no_checkout(src, mnt / "ours")
+    for w in (theirs, ours):
+        git(w, "checkout", "-q", start)
+    want = subprocess.run(["git", "-C", theirs, "checkout", "-q", rev], capture_output=True)
+    proc = run_cli("checkout", "-q", "-C", str(ours), rev, env={"PCHECKOUT_WRITER": writer})
+    assert (proc.returncode == 0) == (want.returncode == 0), (proc.stderr, want.stderr)
+    assert snapshot(ours) == snapshot(theirs)  # names as spelled on disk, bytes
+    assert _index(ours) == _index(theirs)
+    assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")
+    assert git(ours, "rev-parse", "HEAD") == git(theirs, "rev-parse", "HEAD")

@@ -14,6 +14,7 @@ from helpers import (
     clone_with_git,
     git,
     make_repo,
+    run_cli,
     snapshot,
     write_tree_files,
 )
@@ -233,6 +234,28 @@ def test_a_fresh_checkout_keeps_untracked_files_as_git_does(tmp_path: Path) -> N
     assert b"?? node_modules/m/index.js" in status and b"?? build/out.o" in status
     assert snapshot(ours) == snapshot(theirs)
     assert_index_matches_lstat(ours)
+
+
+def test_a_dry_run_says_which_untracked_names_and_hooks_it_keeps_and_runs(
+    tmp_path: Path, writer: str
+) -> None:
+    src = make_repo(tmp_path, {b"f": b"1\n", b"build/tracked": b"2\n"})
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    write_tree_files(ours, {b"node_modules/m.js": b"js\n", b"build/out.o": b"o\n", b"zz": b""})
+    hook = ours / ".git" / "hooks" / "post-checkout"
+    hook.write_text("#!/bin/sh\nexit 0\n")
+    hook.chmod(0o755)
+    result = _pcheckout(ours, dry_run=True)
+    # build/ is in the tree (its untracked out.o is kept too, inside it): not named
+    assert result.untracked_kept == ["node_modules", "zz"]  # type: ignore[attr-defined]
+    assert result.hooks == ["post-checkout"]  # type: ignore[attr-defined]
+    text = run_cli("checkout", "-n", "-C", str(ours)).stdout
+    assert "would keep 2 untracked names at the top of the work tree (node_modules, zz)" in text
+    assert "would run the post-checkout hook afterwards" in text
+    assert sorted(os.listdir(ours)) == [".git", "build", "node_modules", "zz"]
+    assert not (ours / ".git" / "index").exists()
+    clean = clone_no_checkout(src, tmp_path / "clean")
+    assert _pcheckout(clean, dry_run=True, hooks=False).untracked_kept == []  # type: ignore[attr-defined]
 
 
 def test_a_fresh_checkout_refuses_untracked_files_in_the_way_as_git_does(tmp_path: Path) -> None:

@@ -39,9 +39,9 @@ def test_git_subcommand_name(tmp_path: Path) -> None:
 
 
 ERROR_CASES = [
-    ("missing-directory", ["checkout", "-C", "{tmp}/missing"], 1, "no such directory"),
-    ("not-a-repository", ["checkout", "-C", "{tmp}"], 1, "not a git repository"),
-    ("unknown-revision", ["checkout", "-C", "{src}", "nope"], 1, "unknown revision 'nope'"),
+    ("missing-directory", ["checkout", "-C", "{tmp}/missing"], 128, "No such file or directory"),
+    ("not-a-repository", ["checkout", "-C", "{tmp}"], 128, "not a git repository"),
+    ("unknown-revision", ["checkout", "-C", "{src}", "nope"], 1, "pathspec 'nope' did not"),
     ("occupied", ["checkout", "-C", "{occupied}"], 1, "untracked working tree files"),
     ("bad-workers", ["checkout", "--workers", "zero", "-C", "{src}"], 2, "workers"),
     ("unknown-command", ["frobnicate"], 2, "'frobnicate' is not a pcheckout command"),

@@ -113,7 +113,7 @@ def test_global_C_in_both_positions(tmp_path: Path) -> None:
     detected = json.loads(run_cli("-C", str(tmp_path), "detect", "--json", "w0").stdout)
     assert detected["path"] == str(tmp_path / "w0")
     proc = run_cli("-C", str(tmp_path / "missing"), "checkout")
-    assert proc.returncode == 1
+    assert proc.returncode == 128  # git -C's
     missing = tmp_path / "missing"
     assert (
         proc.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -365,9 +366,29 @@ def test_separate_git_dir(tmp_path: Path, server: Path) -> None:
     pcheckout_clone(tmp_path, f"--separate-git-dir={tmp_path / 'ours.git'}", url(server), "ours")
     assert (tmp_path / "ours/.git").read_text() == f"gitdir: {tmp_path / 'ours.git'}\n"
     assert_git_dir_same(tmp_path / "ours.git", tmp_path / "theirs.git")
-    ours, theirs = snapshot(tmp_path / "ours"), snapshot(tmp_path / "theirs")
-    assert ours.pop(b".git") != theirs.pop(b".git")  # each names its own git dir
-    assert ours == theirs
+    assert snapshot(tmp_path / "ours") == snapshot(tmp_path / "theirs")  # .git aside
     for args in (("ls-files", "-s", "-z"), ("rev-parse", "HEAD"), ("status", "--porcelain")):
         assert git(tmp_path / "ours", *args) == git(tmp_path / "theirs", *args)
     assert git(tmp_path / "ours", "status", "--porcelain", "--ignored") == b""
+
+
+def test_recurse_submodules_refuses_a_file_url_as_git_does(tmp_path: Path) -> None:
+    """git submodule runs the submodules' clones with GIT_PROTOCOL_FROM_USER=0: their URLs
+    are not the user's, and protocol.file.allow's default ("user", git 2.38.1) refuses
+    file:// for them."""
+    from clonehelp import make_super_server
+
+    server = make_super_server(tmp_path)
+    theirs = subprocess.run(
+        ["git", "clone", "-q", "--recurse-submodules", url(server), "theirs"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert theirs.returncode == 1 and "transport 'file' not allowed" in theirs.stderr
+    proc = run_cli("clone", "-q", "--recurse-submodules", url(server), "ours", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "cloning submodule" in proc.stderr and "Traceback" not in proc.stderr
+    for sub in ("libs/one", "two"):
+        assert not any((tmp_path / "ours" / sub).iterdir())
+        assert not any((tmp_path / "theirs" / sub).iterdir())

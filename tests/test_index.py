@@ -35,6 +35,7 @@ from pcheckout.git.index import (
     sort_key,
     write_index,
 )
+from pcheckout.git.indexformat import decode_varint, encode_varint
 
 GIT_ENV = {
     **{k: v for k, v in os.environ.items() if not k.startswith("GIT_")},
@@ -644,9 +645,13 @@ def test_field_out_of_range_and_bad_paths_are_refused() -> None:
 
 def test_v4_varint_matches_git() -> None:
     # varint.c: 127 -> 7f, 128 -> 80 00, 16511 -> ff 7f, 16512 -> 80 80 00
-    assert [index_mod._encode_varint(v).hex() for v in (0, 127, 128, 16511, 16512)] == [
+    values = (0, 127, 128, 16511, 16512)
+    assert [encode_varint(v).hex() for v in values] == [
         "00", "7f", "8000", "ff7f", "808000"
     ]  # fmt: skip
+    assert [decode_varint(encode_varint(v) + b"x", 0) for v in values] == [
+        (v, len(encode_varint(v))) for v in values
+    ]
     long_a = b"z" * 300 + b"/a"
     entries = [
         IndexEntry(p, 0o100644, bytes(20), 1, 2, 3, 4, 5, 6, 7, 8, 9)
@@ -687,3 +692,27 @@ def test_zero_stat_rows_encode_as_their_full_fields(hash_name: str, version: int
         assert short_bytes == encode_rows(full, len(full), how)  # type: ignore[arg-type]
         decoded = decode_index(bytes(short_bytes), hash_name=hash_name)
         assert [e.path for e in decoded.entries] == [r[0] for r in picked]
+
+
+def test_fsmonitor_extension_read_as_git_reads_it() -> None:
+    """Version 1's timestamp is read as its decimal token (fsmonitor.c
+    read_fsmonitor_extension); positions past the entries, or another version, are no
+    extension git would read."""
+    from pcheckout.git import ewah, fsmonitor
+
+    bitmap = ewah.encode([1])
+    v1 = struct.pack(">IQI", 1, 1234567890123, len(bitmap)) + bitmap
+    assert fsmonitor.read(v1, [b"a", b"b"]) == fsmonitor.Kept(b"1234567890123", frozenset({b"b"}))
+    v2 = struct.pack(">I", 2) + b"tok\0" + struct.pack(">I", len(bitmap)) + bitmap
+    assert fsmonitor.read(v2, [b"a", b"b"]) == fsmonitor.Kept(b"tok", frozenset({b"b"}))
+    assert fsmonitor.read(v2, [b"a"]) is None
+    assert fsmonitor.read(struct.pack(">I", 3) + v2[4:], [b"a", b"b"]) is None
+    kept = fsmonitor.Kept(b"tok", frozenset({b"b"}), valid=frozenset({b"a", b"b", b"c"}))
+    ext = fsmonitor.extension(kept, [(b"a", 0o100644), (b"b", 0o100644), (b"s", 0o160000)])
+    assert ext[:4] == b"FSMN" and ext[8:] == v2[:8] + struct.pack(
+        ">I", len(ewah.encode([1, 2]))
+    ) + ewah.encode([1, 2])
+    assert fsmonitor.enabled({"core.fsmonitor": "/hooks/query"})
+    assert fsmonitor.enabled({"core.fsmonitor": "true"})
+    assert not fsmonitor.enabled({"core.fsmonitor": "false"})
+    assert not fsmonitor.enabled({})

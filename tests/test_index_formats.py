@@ -326,3 +326,62 @@ def test_untracked_cache_dropped_or_kept_as_the_config_says(
     got = _untr(ours)
     assert got == _untr(theirs)
     assert (got is None) == (setting == "false")
+
+
+#: An fsmonitor hook (query-fsmonitor, protocol 2) that always answers the same token and
+#: no change: git's token and bitmap are then known, and pcheckout's must equal them.
+FSMONITOR_HOOK = "#!/bin/sh\nprintf 'the-token\\0'\n"
+
+
+def _fsmn(work: Path) -> bytes | None:
+    return _extensions((work / ".git" / "index").read_bytes()).get(b"FSMN")
+
+
+@pytest.mark.parametrize("config", [{}, {"core.splitIndex": "true"}], ids=["whole", "split"])
+def test_fsmonitor_extension_kept_as_git_keeps_it(
+    tmp_path: Path, repo: Path, config: dict[str, str]
+) -> None:
+    """git's checkout keeps FSMN: kept entries as they were, written ones dirty; without
+    core.fsmonitor it drops it."""
+    hook = tmp_path / "fsmonitor"
+    hook.write_text(FSMONITOR_HOOK)
+    hook.chmod(0o755)
+    ours, theirs = _pair(tmp_path, repo, {**config, "core.fsmonitor": str(hook)})
+    for w in (ours, theirs):
+        git(w, "checkout", "-q", "v1")
+        git(w, "status", "--porcelain")  # (git adds the extension, the hook's token)
+        (w / "d" / "x").write_bytes(b"a local change the switches keep\n")
+    assert _fsmn(ours) == _fsmn(theirs) is not None
+    for rev in ("small", "big", "v1"):
+        _both(ours, theirs, rev)
+        assert _fsmn(ours) == _fsmn(theirs), rev
+        assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")
+    for w in (ours, theirs):
+        git(w, "config", "--unset", "core.fsmonitor")
+    _both(ours, theirs, "small")
+    assert _fsmn(ours) is None and _fsmn(theirs) is None
+
+
+def test_resolve_undo_dropped_as_git_drops_it(tmp_path: Path, repo: Path) -> None:
+    """git 2.39's checkout does not keep REUC (unpack-trees.c builds a new index and moves
+    only the cache tree and the untracked cache into it: move_index_extensions)."""
+    ours, theirs = _pair(tmp_path, repo, {})
+    for w in (ours, theirs):
+        git(w, "checkout", "-q", "-b", "one", "v1")
+        (w / "f03").write_bytes(b"one\n")
+        git(w, "commit", "-qam", "one")
+        git(w, "checkout", "-q", "-b", "two", "v1")
+        (w / "f03").write_bytes(b"two\n")
+        git(w, "commit", "-qam", "two")
+        git(w, "merge", "-q", "one", check=False)  # a conflict in f03
+        (w / "f03").write_bytes(b"resolved\n")
+        git(w, "add", "f03")
+        git(w, "commit", "-q", "--no-edit")
+        assert b"REUC" in _extensions((w / ".git" / "index").read_bytes())
+    _both(ours, theirs, "small")
+    assert (
+        _extensions((ours / ".git" / "index").read_bytes()).keys()
+        == _extensions((theirs / ".git" / "index").read_bytes()).keys()
+    )
+    assert b"REUC" not in _extensions((ours / ".git" / "index").read_bytes())
+    assert_same_as_git(ours, theirs)

@@ -351,3 +351,83 @@ def test_an_interrupted_clone_is_finished_by_the_command_it_prints(
     theirs = tmp_path / "theirs"
     git(tmp_path, "clone", "-q", str(src), str(theirs))
     assert_same_as_git(dest, theirs)
+
+
+#: Logs each run of the hook: its name as git gives it, its arguments, GIT_DIR, GIT_PREFIX.
+LOGGING_HOOK = """#!/bin/sh
+echo "$0 $* [${GIT_DIR-unset}] [${GIT_PREFIX-unset}]" >> "$HOOKLOG"
+"""
+
+
+@pytest.mark.parametrize("n", [0, 20])
+def test_an_interrupted_clones_hooks_run_once_as_git_clone_runs_them(
+    src: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int
+) -> None:
+    """The finishing run is git clone's checkout: its post-checkout is given the null id
+    as the previous HEAD, as git clone gives it, and runs once (n=0: killed before its
+    first file, the work tree empty)."""
+    monkeypatch.setenv("PCHECKOUT_WRITER", "pcheckout")
+    hooks = tmp_path / "template" / "hooks"
+    hooks.mkdir(parents=True)
+    for name in ("post-checkout", "post-index-change"):
+        (hooks / name).write_text(LOGGING_HOOK)
+        (hooks / name).chmod(0o755)
+    monkeypatch.setenv("HOOKLOG", str(tmp_path / "theirs.log"))
+    theirs = tmp_path / "theirs"
+    git(tmp_path, "clone", "-q", f"--template={hooks.parent}", str(src), str(theirs))
+    monkeypatch.setenv("HOOKLOG", str(tmp_path / "ours.log"))
+    dest = tmp_path / "ours"
+    args = ["clone", "-q", f"--template={hooks.parent}", str(src), str(dest)]
+    proc = _stopped(dest, args, "write", max(n, 1), "KILL")
+    assert proc.returncode != 0, proc.stderr
+    if n == 0:  # as if killed between the journal and the first file
+        for p in dest.iterdir():
+            if p.name != ".git":
+                subprocess.run(["rm", "-rf", str(p)], check=True)
+    assert not (tmp_path / "ours.log").exists()
+    again = run_cli("checkout", "-C", str(dest))
+    assert again.returncode == 0, again.stderr
+    ours_log = (tmp_path / "ours.log").read_text().replace(str(dest), "<work>")
+    theirs_log = (tmp_path / "theirs.log").read_text().replace(str(theirs), "<work>")
+    assert ours_log == theirs_log
+    assert "<work>/.git/hooks/post-checkout 0000000000000000000000000000000000000000" in ours_log
+    monkeypatch.delenv("HOOKLOG")  # (git status runs post-index-change)
+    assert_same_as_git(dest, theirs)
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_an_interrupted_switchs_hooks_run_once_from_where_it_began(
+    src: Path, tmp_path: Path, writer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No hook runs in the interrupted run; the run that finishes it runs them once, from
+    the HEAD the switch began at, as git's one checkout would have."""
+    ours = clone_with_git(src, tmp_path / "ours", rev="main")
+    theirs = clone_with_git(src, tmp_path / "theirs", rev="main")
+    mark = tmp_path / "mark"
+    for w in (ours, theirs):
+        _slow_filter(w, mark)  # (git's writer is stopped there; cat: the same bytes)
+        for name in ("post-checkout", "post-index-change"):
+            (w / ".git" / "hooks" / name).write_text(LOGGING_HOOK)
+            (w / ".git" / "hooks" / name).chmod(0o755)
+    monkeypatch.setenv("HOOKLOG", str(tmp_path / "ours.log"))
+    cmd = [sys.executable, "-m", "pcheckout", "checkout", "-C", str(ours), "--writer", writer]
+    proc = subprocess.Popen([*cmd, "-j", "1", "b"], stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.monotonic() + HANG_S
+    while not mark.exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=HANG_S)
+    assert not (tmp_path / "ours.log").exists()
+    again = run_cli("checkout", "-C", str(ours), "b")
+    assert again.returncode == 0, again.stderr
+    monkeypatch.setenv("HOOKLOG", str(tmp_path / "theirs.log"))
+    git(theirs, "checkout", "-q", "b")
+    monkeypatch.delenv("HOOKLOG")
+    ours_log = (tmp_path / "ours.log").read_text().replace(str(ours), "<work>")
+    theirs_log = (tmp_path / "theirs.log").read_text().replace(str(theirs), "<work>")
+    assert ours_log == theirs_log
+    head = git(theirs, "rev-parse", "main").decode().strip()
+    assert ours_log.count(f"post-checkout {head} ") == 1
+    assert_same_as_git(ours, theirs)

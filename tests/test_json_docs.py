@@ -78,7 +78,7 @@ def test_tune_and_its_git_config(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("argv", "code"),
-    [(["checkout", "-C", "{tmp}", "--json"], 1), (["detect", "--json", "--bogus"], 2)],
+    [(["checkout", "-C", "{tmp}", "--json"], 128), (["detect", "--json", "--bogus"], 2)],
 )
 def test_errors(tmp_path: Path, argv: list[str], code: int) -> None:
     words = [a.format(tmp=tmp_path) for a in argv]

@@ -7,7 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import assert_same_as_git, git, snapshot
+from clonehelp import latency_mount
+from helpers import assert_same_as_git, git, snapshot, write_tree_files
 from lfshelp import (
     LFS_CONFIG,
     lfs_clone,
@@ -21,7 +22,7 @@ from lfshelp import (
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import PcheckoutError
-from pcheckout.git import lfs
+from pcheckout.git import lfs, lfsstage
 from pcheckout.options import Result
 
 pytestmark = [needs_lfs, pytest.mark.usefixtures("writer")]
@@ -407,14 +408,33 @@ def _hooks(repo: Path) -> dict[str, bytes]:
 def test_git_lfs_hooks_installed_as_its_filter_would(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
 ) -> None:
-    if writer == "git":
-        pytest.skip("git's writer: git-lfs, run by git read-tree, installed none (not this issue)")
-    src = lfs_repo(tmp_path, lfs_files(2))
-    theirs = _theirs(src, tmp_path / "theirs")
-    ours = lfs_clone(src, tmp_path / "ours")
-    result = _ours(ours, monkeypatch)
-    assert result.lfs_local > 0
-    assert _hooks(ours) == _hooks(theirs) != {}
+    """git-lfs's filter installs its hooks where missing when git starts it, and git then
+    runs the post-checkout it installed: after a fresh checkout, and after a switch that
+    brings the first LFS file (either writer: git's runs git with core.hooksPath=/dev/null,
+    which git-lfs reads too)."""
+    files = lfs_files(2)
+    src = lfs_repo(tmp_path, {b"plain": b"no LFS file yet\n"})
+    git(src, "checkout", "-q", "-b", "lfs")
+    write_tree_files(src, files)
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "lfs")
+    trace = {"ours": tmp_path / "ours.trace", "theirs": tmp_path / "theirs.trace"}
+    for rev in ("lfs", "main"):
+        ours, theirs = tmp_path / f"ours-{rev}", tmp_path / f"theirs-{rev}"
+        monkeypatch.setenv("GIT_TRACE", str(trace["theirs"]))
+        _theirs(src, theirs, rev=rev)
+        git(theirs, "checkout", "-q", "lfs")  # (a switch to the same commit, if fresh)
+        lfs_clone(src, ours)
+        monkeypatch.setenv("GIT_TRACE", str(trace["ours"]))
+        _ours(ours, monkeypatch, rev=rev)
+        _ours(ours, monkeypatch, rev="lfs")
+        monkeypatch.delenv("GIT_TRACE")
+        assert _hooks(ours) == _hooks(theirs) != {}, rev
+        _same(ours, theirs)
+        ran = {k: t.read_text().count("git-lfs post-checkout") for k, t in trace.items()}
+        assert ran["ours"] == ran["theirs"] > 0, rev
+        for t in trace.values():
+            t.unlink()
 
 
 def test_partial_clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -433,3 +453,85 @@ def test_partial_clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     git(theirs, "checkout", "-q", "-f", "main")
     _ours(ours, monkeypatch)
     _same(ours, theirs)
+
+
+def _store(repo: Path) -> dict[str, bytes]:
+    """The LFS store's objects, by id."""
+    store = objects_dir(repo)
+    return {p.name: p.read_bytes() for p in store.rglob("*") if p.is_file()}
+
+
+@pytest.mark.fuse
+def test_on_a_network_mount_missing_objects_land_in_a_local_stage_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    """Where the repository is on a latency-bound mount the fetches write into a local
+    staging store (git/lfsstage.py): the result, the repository's store included, is git's
+    and git-lfs's; the stage is gone afterwards; the file:// remote still answers."""
+    files = lfs_files(6)
+    src = lfs_repo(tmp_path, files)
+    git(src, "checkout", "-q", "-b", "two")
+    (src / "d1/blob01.bin").write_bytes(b"changed\n" * 999)
+    (src / "new.bin").write_bytes(b"new\n" * 5000)
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "two")
+    git(src, "checkout", "-q", "main")
+    theirs = _file_clone(src, tmp_path / "theirs")
+    git(theirs, "checkout", "-q", "-f", "main")
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr("tempfile.tempdir", None)  # (TMPDIR read again)
+    kept: list[int] = []
+    real_keep = lfsstage.keep
+
+    def keep(stage: lfsstage.Stage, store: str, oids: list[str], threads: int) -> None:
+        kept.append(len(oids))
+        real_keep(stage, store, oids, threads)
+
+    monkeypatch.setattr(lfsstage, "keep", keep)
+    with latency_mount(tmp_path) as mnt:
+        ours = _file_clone(src, mnt / "ours")
+        result = _ours(ours, monkeypatch)
+        _same(ours, theirs)
+        assert _store(ours) == _store(theirs)
+        if writer == "pcheckout":
+            assert result.filesystem.latency_bound
+            assert (result.lfs_missing, result.lfs_fetches) == (0, lfs.FETCHERS)
+            assert kept == [7]  # every object fetched landed in the stage, then the store
+        assert list(scratch.iterdir()) == []  # the stage is removed
+        git(theirs, "checkout", "-q", "two")
+        _ours(ours, monkeypatch, rev="two")  # a switch fetches the changed files' objects
+        _same(ours, theirs)
+        if writer == "pcheckout":
+            assert kept == [7, 2]
+        assert _store(ours) == _store(theirs)
+        assert list(scratch.iterdir()) == []
+
+
+def test_a_stage_includes_the_global_config_and_names_the_git_dir(tmp_path: Path) -> None:
+    """The private global config keeps the user's own (git config reads through it) and
+    gives lfs.storage to this git dir alone."""
+    repo = lfs_repo(tmp_path, {b"f": b"1\n"})
+    other = lfs_repo(tmp_path, {b"g": b"2\n"}, name="other")
+    mine = tmp_path / "my.gitconfig"
+    mine.write_text('[user]\n\tname = "Some \\"One\\""\n')
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": str(mine)}
+    stage = lfsstage.make(repo / ".git", env, 1000)
+    assert stage is not None
+    try:
+
+        def get(where: Path, key: str) -> bytes:
+            out = subprocess.run(
+                ["git", "-C", str(where), "config", key], env=stage.env, capture_output=True
+            )
+            return out.stdout.strip()
+
+        assert get(repo, "lfs.storage") == stage.root.encode()
+        assert get(other, "lfs.storage") == b""  # another repository (a file:// remote) not
+        assert get(repo, "user.name") == get(other, "user.name") == b'Some "One"'
+        assert stage.objects == os.path.join(stage.root, "objects")
+    finally:
+        stage.remove()
+    assert not Path(stage.root).exists()
+    assert lfsstage.make(tmp_path / "a*b" / ".git", env, 1000) is None  # a pattern

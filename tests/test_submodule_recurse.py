@@ -173,11 +173,14 @@ def test_without_submodule_recurse_submodules_are_left_alone(
 ) -> None:
     by_git = _copy(world, tmp_path, "git", recurse=False)
     by_us = _copy(world, tmp_path, "us", recurse=False)
-    assert _git_checkout(by_git, "one").returncode == 0
+    said = _git_checkout(by_git, "one")
+    assert said.returncode == 0
     proc = _pcheckout(by_us, "--writer", writer, "one")
     assert proc.returncode == 0, proc.stderr
     assert _state(by_us) == _state(by_git)
     assert (by_us / "c" / "h").exists()  # left where it was, as git leaves it
+    assert said.stderr == "warning: unable to rmdir 'c': Directory not empty\n"
+    assert proc.stderr == said.stderr
 
 
 @pytest.mark.parametrize("writer", WRITERS)
@@ -376,3 +379,117 @@ def test_clone_recurse_submodules_with_submodule_recurse_set(
     assert ours["status"] == theirs["status"] == ""
     for key in ("files", "submodules", "heads", "index", "HEAD"):
         assert ours[key] == theirs[key]
+
+
+@pytest.mark.parametrize("writer", WRITERS)
+def test_a_submodule_commit_missing_locally_refuses_as_git(
+    world: Path, tmp_path: Path, writer: str
+) -> None:
+    """A gitlink naming a commit the submodule's repository lacks: git's dry run in it
+    fails ("failed to unpack tree object"), git refuses and changes nothing."""
+    by_git, by_us = _copy(world, tmp_path, "git"), _copy(world, tmp_path, "us")
+    for repo in (by_git, by_us):
+        scratch = tmp_path / f"elsewhere-{repo.name}"
+        git(tmp_path, "clone", "-q", str(repo / "a"), str(scratch))
+        (scratch / "f").write_text("a commit only elsewhere\n")
+        git(scratch, "commit", "-qam", "elsewhere")
+        oid = git(scratch, "rev-parse", "HEAD").decode().strip()
+        git(repo, "update-index", "--cacheinfo", f"160000,{oid},a")
+        git(repo, "commit", "-qm", "missing")
+        git(repo, "tag", "missing")
+        git(repo, "-c", "submodule.recurse=false", "checkout", "-q", "two")
+    said = _git_checkout(by_git, "missing")
+    assert said.returncode == 1 and "failed to unpack tree object" in said.stderr
+    proc = _pcheckout(by_us, "--writer", writer, "missing")
+    assert proc.returncode == 1
+    expected = " ".join(said.stderr.replace("fatal: ", "").replace("error: ", "").split())
+    assert " ".join(proc.stderr.split()) == (
+        "pcheckout: error: git checkout refused: "
+        + expected.replace(
+            "Cannot update submodule: a Aborting", "Cannot update submodule: a; Aborting"
+        )
+    )
+    assert _state(by_us) == _state(by_git)
+
+
+#: ``python -c STOPPER N SIG ARGS...``: the CLI, stopped by signal SIG (KILL: its whole
+#: process group) once the engine has moved its N-th submodule.
+STOPPER = r"""
+import os, signal, sys
+n, sig = int(sys.argv[1]), sys.argv[2]
+import pcheckout.apply.submodules as sm
+real = sm._one
+moved = [0]
+def one(ctx, m):
+    out = real(ctx, m)
+    moved[0] += 1
+    if moved[0] == n:
+        if sig == "KILL":
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        os.kill(os.getpid(), getattr(signal, "SIG" + sig))
+    return out
+sm._one = one
+from pcheckout.cli.main import main
+sys.exit(main(sys.argv[3:]))
+"""
+
+
+@pytest.mark.parametrize(("n", "sig"), [(1, "KILL"), (2, "KILL"), (1, "INT"), (2, "TERM")])
+@pytest.mark.parametrize("rev", ["one", "three"])
+def test_a_switch_interrupted_in_its_submodule_moves_is_finished_as_git(
+    world: Path, tmp_path: Path, rev: str, n: int, sig: str
+) -> None:
+    """Killed between two submodule moves (one removed, moved or populated, the next not):
+    the command it prints finishes the switch to git's result; the work tree's
+    .gitmodules, the target's already, is the interrupted run's, not where it began."""
+    by_git, by_us = _copy(world, tmp_path, "git"), _copy(world, tmp_path, "us")
+    assert _git_checkout(by_git, rev).returncode == 0
+    cmd = [sys.executable, "-c", STOPPER, str(n), sig, "checkout", "-C", str(by_us), "-q"]
+    env = {**os.environ, **GIT_ENV, "PCHECKOUT_WRITER": "pcheckout"}
+    stopped = subprocess.run(
+        [*cmd, rev], capture_output=True, text=True, env=env, start_new_session=True
+    )
+    assert stopped.returncode != 0, stopped.stderr
+    assert (by_us / ".git" / "pcheckout-in-progress").exists()
+    if sig != "KILL":
+        assert f"to finish, run: pcheckout checkout -C {by_us} {rev}" in stopped.stderr
+    again = _pcheckout(by_us, rev)
+    assert again.returncode == 0, again.stderr
+    assert _state(by_us) == _state(by_git)
+
+
+#: Logs a hook's run: its name as git gives it, its arguments, where, git's variables.
+LOGGING_HOOK = """#!/bin/sh
+{ echo "hook: $0 $* in $(pwd)"; env | grep '^GIT_' | grep -v '^GIT_TRACE' | sort; } >> "$HOOKLOG"
+cat > /dev/null
+"""
+
+
+@pytest.mark.parametrize("rev", ["one", "three"])
+def test_the_submodules_hooks_run_as_in_gits_checkout(
+    world: Path, tmp_path: Path, rev: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git's checkout moves each submodule by read-tree and update-ref in it: the
+    submodule's post-index-change and reference-transaction run there, with git's
+    environment (no GIT_PAGER: pcheckout's own git commands run with --no-pager)."""
+    by_git, by_us = _copy(world, tmp_path, "git"), _copy(world, tmp_path, "us")
+    names = ("post-checkout", "post-index-change", "reference-transaction")
+    for repo in (by_git, by_us):
+        for hooks in [repo / ".git" / "hooks", *(repo / ".git" / "modules").glob("**/hooks")]:
+            for name in names:
+                (hooks / name).write_text(LOGGING_HOOK)
+                (hooks / name).chmod(0o755)
+    logs = {}
+    for name, repo in (("git", by_git), ("us", by_us)):
+        log = tmp_path / f"{name}.log"
+        monkeypatch.setenv("HOOKLOG", str(log))
+        if name == "git":
+            assert _git_checkout(repo, rev).returncode == 0
+        else:
+            proc = _pcheckout(repo, "--writer", "pcheckout", rev)
+            assert proc.returncode == 0, proc.stderr
+        logs[name] = log.read_text().replace(str(repo), "<work>").splitlines()
+    monkeypatch.delenv("HOOKLOG")
+    assert logs["us"] == logs["git"]
+    assert any("/modules/a/hooks/post-index-change" in line for line in logs["us"])
+    assert _state(by_us) == _state(by_git)

@@ -276,5 +276,5 @@ def test_no_previous_checkout(tmp_path: Path) -> None:
     git(src, "add", "-A")
     git(src, "commit", "-q", "-m", "v1")
     ours = clone_with_git(src, tmp_path / "ours")
-    with pytest.raises(UnknownRevisionError, match="invalid revision '-'"):
+    with pytest.raises(UnknownRevisionError, match="pathspec '-' did not match"):
         checkout(CheckoutOptions(ours, rev="-"))

@@ -10,7 +10,10 @@ that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
     │   ├── GitCloneError       git clone failed (it said why; exit with its code)
     │   ├── HookError           a hook run as git runs it (post-checkout) failed
     │   ├── NotARepositoryError
-    │   ├── UnknownRevisionError
+    │   ├── UnknownRevisionError    REV names nothing git checkout takes (git's pathspec error)
+    │   │   ├── UnbornHeadError     REV is HEAD, and HEAD's branch has no commit yet
+    │   │   └── RevisionRefusedError  git checkout dies on REV (a tree, two remotes' branch)
+    │   ├── HeadUpdateError     HEAD could not be moved (its lock held): git's words, 128
     │   ├── CatFileError        a cat-file worker died, lied or was truncated
     │   │   └── MissingObjectError  the object is not in the repository
     │   ├── FilterError         git's filters failed on a path (names the path and filter)
@@ -100,19 +103,49 @@ class GitError(PcheckoutError):
 
     def __init__(self, message: str, *, cmd: list[str] | None = None, stderr: bytes = b"") -> None:
         tail = decode(stderr).strip().splitlines()[-1:] if stderr else []
-        if tail and tail[0] not in message:
-            message = f"{message} ({tail[0].removeprefix('fatal: ')})"
+        said = tail[0].removeprefix("fatal: ") if tail else ""
+        if said and said not in message:
+            message = f"{message} ({said})"
         super().__init__(message)
         self.cmd = cmd
         self.stderr = stderr
 
 
 class NotARepositoryError(GitError):
-    pass
+    """No repository there (or no work tree: a bare one), in git's words; exit 128 as git's
+    ``die()`` in setup.c."""
+
+    exit_code = 128
 
 
 class UnknownRevisionError(GitError):
     pass
+
+
+def no_such_revision(rev: str) -> str:
+    """What ``git checkout REV`` says (exit 1) of a REV that is neither a revision nor a
+    remote-tracking branch to guess: it read REV as a path (builtin/checkout.c
+    checkout_paths(), git 2.39's words)."""
+    return f"pathspec '{rev}' did not match any file(s) known to git"
+
+
+class UnbornHeadError(UnknownRevisionError):
+    """REV is HEAD and HEAD names a branch with no commit yet (an empty repository, an
+    orphan branch)."""
+
+
+class RevisionRefusedError(UnknownRevisionError):
+    """git checkout dies on this REV (``die()``: exit 128, git's message): a tree or a
+    blob, a name several remotes' branches match, a branch checked out elsewhere."""
+
+    exit_code = 128
+
+
+class HeadUpdateError(GitError):
+    """HEAD (or the branch git checkout makes) could not be moved after the work tree and
+    the index were written, as git's checkout leaves them: git's words, exit 128."""
+
+    exit_code = 128
 
 
 class CatFileError(GitError):
@@ -141,6 +174,8 @@ class GitDiedError(GitError):
 class CorruptObjectError(GitError):
     """An object's stored bytes are damaged (a loose object read in-process: git/odb.py);
     ``detail`` says how, and where."""
+
+    exit_code = 128  # git dies on it: "loose object ... is corrupt"
 
     def __init__(self, message: str, *, cmd: list[str] | None = None, stderr: bytes = b"") -> None:
         super().__init__(message, cmd=cmd, stderr=stderr)
@@ -280,11 +315,13 @@ class GitCloneError(GitError):
 
 class HookError(GitError):
     """A git hook pcheckout ran as git would (post-checkout) failed, after a complete
-    checkout: ``result`` is its report (a ``Result``), where there is one."""
+    checkout: ``result`` is its report (a ``Result``), where there is one; ``status`` the
+    hook's exit status (git clone exits with it; git checkout exits 1)."""
 
-    def __init__(self, message: str, *, result: object = None) -> None:
+    def __init__(self, message: str, *, result: object = None, status: int = 1) -> None:
         super().__init__(message)
         self.result = result
+        self.status = status
 
 
 class SubmoduleError(HookError):

@@ -109,6 +109,8 @@ class Result:
     #: a destination that ignores case: the paths that met (git clone's warning names them)
     collided: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)  # of the entries, those not on disk
+    #: a fresh checkout into a work tree holding untracked files: the names kept at its top
+    untracked_kept: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         """The stable JSON report (docs/json.md)."""
@@ -159,6 +161,7 @@ class Result:
             },
             "collided": self.collided,
             "replaced": self.replaced,
+            "untracked_kept": self.untracked_kept,
             **_head_json(self.head),
         }
 

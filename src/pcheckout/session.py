@@ -15,17 +15,19 @@ import dataclasses
 import importlib
 import os
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from pcheckout.context import Context, Reporter, both
-from pcheckout.errors import DestinationError, GitError
+from pcheckout.errors import GitError, NotARepositoryError, RevisionRefusedError
 from pcheckout.fs.listing import occupants
 from pcheckout.git.config import read_config
 from pcheckout.git.lock import IndexLock
-from pcheckout.git.refs import Target, prior_checkout, resolve_target
-from pcheckout.git.runner import MIN_GIT, Git, discover, git_version
+from pcheckout.git.refs import Target, prior_checkout, resolve_target, symbolic_head
+from pcheckout.git.runner import MIN_GIT, Git, Repo, discover, git_version
 from pcheckout.git.tree import RootedListing, TreeChanges, list_rooted, tree_changes
+from pcheckout.git.worktrees import checked_out_elsewhere
 from pcheckout.options import CheckoutOptions
 from pcheckout.write import journal
 
@@ -186,25 +188,29 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
     if opts.rev == "-" or opts.rev.startswith("@{-"):  # one git process more, before round 1
         opts = dataclasses.replace(opts, rev=prior_checkout(git, opts.rev))
     (version, repo), ((config, (target, changes)), early) = both(
-        lambda: both(lambda: git_version(git.exe), lambda: discover(git)),
+        lambda: both(lambda: git_version(git.exe), lambda: _with_work_tree(discover(git))),
         lambda: both(
             lambda: both(lambda: read_config(git), lambda: _resolve(git, opts, ahead)),
             lambda: _early(git, opts, ahead),
         ),
     )
     git.version = version
-    if repo.work_tree is None:
-        raise DestinationError(
-            f"{opts.directory} is a bare repository; use 'pcheckout export' to write a tree"
-        )
+    for line in target.said:  # git's warnings on REV come first, as git checkout prints them
+        ui.git_message(line)
+    if target.branch is not None and target.branch_exists:
+        _refuse_branch_elsewhere(git, repo, config, target.branch)
     ctx = Context(git, repo, config, ui, opts.environ, opts.spawn)
     lock = None if opts.dry_run else IndexLock.acquire(repo.index_path)
     try:
         if lock is not None and lock.took_over:
             ui.debug(f"took over {lock.path.decode(errors='replace')} of a pcheckout that died")
-        found = _found(ctx, opts.rev, target, early, repo.work_tree)
+        assert repo.work_tree is not None  # (_with_work_tree)
+        found = _found(ctx, opts, target, early, repo.work_tree)
         if found.switching and changes is not None:
             found = found._replace(changes=changes)
+        if not found.switching and found.previous is not None and found.previous.clone:
+            # git clone's interrupted checkout: finished as git clone's (its hooks)
+            opts = dataclasses.replace(opts, clone=True)
     except BaseException:
         if lock is not None:
             lock.rollback()
@@ -212,9 +218,31 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
     return Run(ctx, opts, target, found, lock, ahead)
 
 
-def _found(ctx: Context, rev: str, target: Target, early: _Early | None, work_tree: Path) -> Found:
+def _with_work_tree(repo: Repo) -> Repo:
+    """``repo``, which must have a work tree (git checkout's setup: a bare repository or a
+    git dir itself dies, git.c RUN_SETUP | NEED_WORK_TREE), before REV's errors."""
+    if repo.work_tree is None:
+        raise NotARepositoryError(
+            "this operation must be run in a work tree "
+            "(a bare repository, or inside a git dir; 'pcheckout export' writes a tree)"
+        )
+    return repo
+
+
+def _refuse_branch_elsewhere(git: Git, repo: Repo, config: Mapping[str, str], branch: str) -> None:
+    """git checkout refuses a branch another work tree has checked out, unless HEAD names
+    it here already (builtin/checkout.c checkout_branch(), branch.c die_if_checked_out())."""
+    ref = f"refs/heads/{branch}"
+    where = checked_out_elsewhere(repo, config, ref)
+    if where is not None and symbolic_head(git, repo, config) != ref:
+        raise RevisionRefusedError(f"'{branch}' is already checked out at '{where}'")
+
+
+def _found(
+    ctx: Context, opts: CheckoutOptions, target: Target, early: _Early | None, work_tree: Path
+) -> Found:
     """What the work tree holds (under the lock), with what round 1 read beside it."""
-    repo = ctx.repo
+    repo, rev = ctx.repo, opts.rev
     listed = None
     patterns = None
     if early is not None:
@@ -225,10 +253,17 @@ def _found(ctx: Context, rev: str, target: Target, early: _Early | None, work_tr
         if Path(early.git_dir).resolve() == repo.git_dir:
             patterns = Patterns(early.patterns)
     occupied = occupants(work_tree)
-    previous = journal.read(repo.git_dir / IN_PROGRESS) if occupied else None
+    # An index is a switch's, as in git, even in an emptied work tree: git's two-way merge
+    # keeps its staged changes and leaves a file deleted where both trees have it alike
+    # (only a clone --no-checkout, an init or an interrupted fresh checkout has none).
+    # (an empty work tree's journal: git clone's checkout interrupted before its first file)
+    indexed = repo.index_path.exists()
+    read = occupied or indexed or not opts.clone
+    previous = journal.read(repo.git_dir / IN_PROGRESS) if read else None
     # An interrupted switch left the index and HEAD where it began: a switch again.
     fresh_left = previous is not None and previous.kind != "switch"
-    switching = bool(occupied) and not fresh_left and repo.index_path.exists()
+    switching = indexed and not fresh_left and target.head_tree is not None
+    switching = switching or (bool(occupied) and not fresh_left and indexed)
     return Found(occupied, previous, switching, listed, patterns)
 
 

@@ -16,20 +16,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
 
 from pcheckout.apply import collided, submodules
 from pcheckout.apply.exported import filters_git, substituted
 from pcheckout.apply.job import Job, Written
 from pcheckout.context import Context
-from pcheckout.git import convert, lfs
+from pcheckout.git import convert, lfs, lfsstage
 from pcheckout.git.promisor import Fetched
 from pcheckout.git.promisor import fetch as fetch_blobs
-from pcheckout.git.tree import Entry
 from pcheckout.write import partial
 from pcheckout.write.engine import Outcome
 from pcheckout.write.indexout import settle, write_fresh_index, write_switch_index
-from pcheckout.write.remove import delete_parallel, remove_empty_dirs
+from pcheckout.write.remove import delete_parallel, remove_empty_dirs, rmdir_warning
 from pcheckout.write.worktree import WriteRequest, merge_outcomes, write_tree
 
 __all__ = ["write"]
@@ -53,7 +51,7 @@ def _fresh(job: Job) -> Written:
     sel = plan.selection if plan.selection is not None else partial.select(ctx, plan.entries, None)
     lfs_fetch = None
     if plan.collisions is None:  # fetched while the rest is written
-        lfs_fetch = _start_lfs_fetch(ctx, plan.conversion, plan.entries, plan.commit)
+        lfs_fetch = _start_lfs_fetch(job, plan.conversion)
     else:  # (rounds of their own: fetched first)
         _fetch_lfs(ctx, plan.conversion, plan.commit)
     request = WriteRequest(
@@ -75,13 +73,12 @@ def _fresh(job: Job) -> Written:
         outcome, fetched = collided.write_rounds(ctx, request, sel, plan.collisions, latency_bound)
     elif lfs_fetch is not None:
         outcome, fetched = _write_while_lfs_fetches(ctx, request, sel, lfs_fetch, latency_bound)
+        lfs_fetch.keep(plan.workers.workers)  # (before the index records the checkout)
     else:  # (partial.write_selected looked up when called: tests wrap it)
         outcome, fetched = partial.write_selected(ctx, request, sel, latency_bound=latency_bound)
     if job.journal is not None:
         job.journal.close()
-    lfs_plan = plan.conversion.lfs
-    if lfs_plan is not None and (lfs_plan.local or lfs_plan.plain):
-        lfs.install_hooks(ctx.git, ctx.repo, ctx.config)  # (as git-lfs's filter would)
+    _lfs_hooks(ctx, plan.conversion)
     failed = submodules.move(ctx, plan.root, plan.submodules)
     settle(plan.fs, outcome)
     write_fresh_index(
@@ -106,6 +103,14 @@ def _fresh(job: Job) -> Written:
     )
 
 
+def _lfs_hooks(ctx: Context, conversion: convert.ConversionPlan) -> None:
+    """git-lfs's hooks where one is missing, as git-lfs's filter installs them when it
+    starts, where LFS files were written without it."""
+    lfs_plan = conversion.lfs
+    if lfs_plan is not None and (lfs_plan.local or lfs_plan.plain):
+        lfs.install_hooks(ctx.git, ctx.repo, ctx.config)
+
+
 def _fetch_lfs(ctx: Context, conversion: convert.ConversionPlan, commit: str | None) -> None:
     """The Git LFS objects the checkout misses, fetched in one ``git lfs fetch`` before
     anything is written (a failure writes nothing), then written from the local store
@@ -120,13 +125,14 @@ def _fetch_lfs(ctx: Context, conversion: convert.ConversionPlan, commit: str | N
     conversion.smudge_here(lfs.fetch_missing(ctx.git, plan, commit, remote))
 
 
-def _start_lfs_fetch(
-    ctx: Context, conversion: convert.ConversionPlan, entries: Sequence[Entry], commit: str | None
-) -> lfs.Fetch | None:
+def _start_lfs_fetch(job: Job, conversion: convert.ConversionPlan) -> lfs.Fetch | None:
     """The Git LFS objects the checkout misses, fetched on background threads while
-    everything else is written (``git/lfs.py`` Fetch); None where there is nothing to
-    fetch here (without a commit or a remote git-lfs's filter fetches them, one file at
-    a time, as before)."""
+    everything else is written (``git/lfs.py`` Fetch), into a local stage first where the
+    repository is on a latency-bound mount (``git/lfsstage.py``); None where there is
+    nothing to fetch here (without a commit or a remote git-lfs's filter fetches them, one
+    file at a time, as before)."""
+    ctx, entries, commit = job.ctx, job.plan.entries, job.plan.commit
+    latency_bound = bool(job.plan.fs.latency_bound)
     plan = conversion.lfs
     if plan is None or not plan.missing or commit is None or plan.refusal is not None:
         return None
@@ -134,7 +140,11 @@ def _start_lfs_fetch(
     if remote is None:
         return None
     paths = {i: entries[i].path for i in plan.missing}
-    return lfs.Fetch(ctx.git, plan, paths, commit, remote).start()
+    stage = None
+    if latency_bound and plan.objects is not None:  # (see git/lfsstage.py)
+        env = ctx.git.env if ctx.git.env is not None else ctx.environ
+        stage = lfsstage.make(ctx.repo.git_dir, env, plan.missing_bytes)
+    return lfs.Fetch(ctx.git, plan, lfs.Wanted(paths, commit, remote), stage).start()
 
 
 def _write_while_lfs_fetches(
@@ -198,12 +208,17 @@ def _switch(job: Job) -> Written:
         fetched = fetch_blobs(ctx.git, sel.remotes, sorted(sel.missing))
     root_b = os.fsencode(plan.root)
     failed = submodules.remove(ctx, plan.root, plan.submodules)
-    delete_parallel(root_b, plan.delete, max(1, plan.workers.workers), plan.min_share)
+    left = delete_parallel(root_b, plan.delete, max(1, plan.workers.workers), plan.min_share)
+    if left:  # a gitlink leaving the tree whose directory holds anything: git warns
+        staying = {e.path for e in plan.entries}  # (a gitlink moved is written again)
+        for path, exc in left:
+            if path not in staying:
+                ctx.ui.git_message(rmdir_warning(path, exc))
     remove_empty_dirs(root_b, set(plan.delete), plan.entries)
     conversion = convert.plan_conversion(
         ctx, plan.tree, plan.entries, tree_entries=plan.tree_entries
     )
-    lfs_fetch = _start_lfs_fetch(ctx, conversion, plan.entries, plan.commit)
+    lfs_fetch = _start_lfs_fetch(job, conversion)
     if lfs_fetch is not None:  # the changed LFS files' missing objects, in a few batches
         try:
             conversion.smudge_here(lfs_fetch.wait())
@@ -218,7 +233,20 @@ def _switch(job: Job) -> Written:
         conversion=conversion,
         lfs_read_ahead=plan.workers.workers if plan.fs.latency_bound else 0,
     )
-    outcome = write_tree(ctx, request)
+    try:
+        if plan.collisions is not None:  # paths that fold together, on a destination that folds
+            done = dataclasses.replace(sel, missing=set())  # (fetched above)
+            bound = bool(plan.fs.latency_bound)
+            outcome, _ = collided.write_rounds(ctx, request, done, plan.collisions, bound)
+        else:
+            outcome = write_tree(ctx, request)
+    except BaseException:
+        if lfs_fetch is not None:
+            lfs_fetch.close()  # (its stage, with the objects it fetched)
+        raise
+    if lfs_fetch is not None:
+        lfs_fetch.keep(plan.workers.workers)  # (before the index records the switch)
+    _lfs_hooks(ctx, conversion)
     failed += submodules.move(ctx, plan.root, plan.submodules)
     settle(plan.fs, outcome)
     write_switch_index(ctx, plan.entries, outcome, plan.kept, tree=plan.tree, lock=job.lock)

@@ -12,10 +12,14 @@ module that runs git to write a work tree):
 from __future__ import annotations
 
 import dataclasses
+import os
+from collections.abc import Callable, Sequence
 
 from pcheckout.apply import collided
 from pcheckout.apply.job import Job, Written
-from pcheckout.errors import Interrupted
+from pcheckout.context import Context
+from pcheckout.errors import GitError, GitRefusedError, Interrupted
+from pcheckout.git import attributes, lfs
 from pcheckout.git.config import config_bool
 from pcheckout.git.indexsize import written_bytes
 from pcheckout.git.lock import IndexLock, scratch_index
@@ -53,6 +57,7 @@ def _tree(job: Job, lock: IndexLock) -> Written:
         nbytes = written_bytes(scratch.path, ctx.repo.object_format, paths)
         lock.commit_from(scratch.path)
     collided.say(ctx, plan)
+    _lfs_hooks(ctx, lambda: _checked_out(ctx) if fresh else [e.path for e in plan.entries])
     if not fresh:
         return Written(len(plan.entries), nbytes)
     return Written(done.updated if done.updated >= 0 else plan.counts.files, nbytes)
@@ -68,13 +73,21 @@ def _switch(job: Job, lock: IndexLock) -> Written:
     try:
         with scratch_index(lock, copy=True) as scratch:
             by_git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
-            done = gitwriter.switch(
-                by_git,
-                plan.head.rev,
-                workers=plan.workers.workers,
-                threshold=PARALLEL_THRESHOLD,
-                progress=report,
-            )
+            before = _identity(scratch.path)
+            try:
+                done = gitwriter.switch(
+                    by_git,
+                    plan.head.rev,
+                    workers=plan.workers.workers,
+                    threshold=PARALLEL_THRESHOLD,
+                    progress=report,
+                )
+            except GitError as exc:
+                # git wrote the work tree and its index, then failed to move HEAD (its
+                # lock held): the index it wrote is git's own result, put in place
+                if not isinstance(exc, GitRefusedError) and _identity(scratch.path) != before:
+                    lock.commit_from(scratch.path)
+                raise
             # The old index is still in place until the commit.
             sparse = config_bool(ctx.config.get("core.sparsecheckout"), False)
             written, deleted, nbytes = gitwriter.switch_counts(
@@ -86,7 +99,36 @@ def _switch(job: Job, lock: IndexLock) -> Written:
     finally:
         report.finish()
     gitwriter.relay(ctx.ui, done)
+    changes = plan.changes
+    _lfs_hooks(ctx, lambda: changes.written)
     return Written(written, nbytes, planned=written, deleted=deleted)
+
+
+def _lfs_hooks(ctx: Context, written: Callable[[], Sequence[bytes]]) -> None:
+    """git-lfs's hooks, where git started git-lfs's filter (for a ``written`` path whose
+    ``filter`` attribute is ``lfs``) and one is missing: git-lfs's filter installs them
+    each time it starts, but under git's writer it read the ``core.hooksPath=/dev/null``
+    that keeps git's own hooks off, and installed nothing."""
+    if not lfs.runs_git_lfs(ctx.config) or not lfs.hooks_missing(ctx.repo, ctx.config):
+        return
+    rows = attributes.lookup_in_index(ctx.git, ctx.repo, written(), ["filter"])
+    if any(row[0] == "lfs" for row in rows):
+        lfs.install_hooks(ctx.git, ctx.repo, ctx.config)
+
+
+def _checked_out(ctx: Context) -> list[bytes]:
+    """The index's entries git's checkout wrote (not skip-worktree)."""
+    out = ctx.git.out("ls-files", "-t", "-z")
+    return [rec[2:] for rec in out.split(b"\0") if rec.startswith(b"H ")]
+
+
+def _identity(path: bytes) -> tuple[int, int] | None:
+    """The file at ``path`` as git's lockfile.c replaces it (a rename: a new inode)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
 
 
 def _export(job: Job) -> Written:

@@ -32,8 +32,9 @@ def report(plan: Plan) -> Result:
         warnings=list(plan.warnings),
         export_ignored=c.export_ignored,
         export_subst=c.export_subst,
-        hooks=[h.name for h in plan.hooks],
+        hooks=[h.name for h in plan.hooks if h.planned],
         submodules=[m.to_json() for m in plan.submodules],
+        untracked_kept=[decode(n) for n in plan.untracked_kept],
     )
     if plan.conversion is not None:
         result.add_conversion(plan.conversion)

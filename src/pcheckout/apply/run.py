@@ -25,7 +25,7 @@ from pcheckout.apply.report import finish, report
 from pcheckout.context import Context
 from pcheckout.decide.plan import Plan
 from pcheckout.errors import DestinationError, GitRefusedError, HookError, SubmoduleError
-from pcheckout.git import hooks
+from pcheckout.git import branchstate, hooks
 from pcheckout.git.promisor import PromisorFetchError
 from pcheckout.git.refs import HeadOutcome, head_outcome, update_head
 from pcheckout.options import Result
@@ -41,6 +41,12 @@ __all__ = ["apply"]
 #: Failures that leave a switch's work tree as it was: git refused it, or its fetch
 #: failed before anything changed.
 UNCHANGED = (GitRefusedError, PromisorFetchError)
+
+#: The hooks git runs once the index is in place, before HEAD moves (read-cache.c
+#: ``do_write_locked_index``), and those it runs once HEAD has moved (builtin/checkout.c
+#: ``post_checkout_hook``, builtin/clone.c ``checkout``).
+INDEX_HOOKS = ("post-index-change",)
+AFTER_HOOKS = ("post-checkout",)
 
 
 def apply(
@@ -59,14 +65,23 @@ def apply(
     if plan.kind == "export":
         _make_destination(plan)
     t0 = time.monotonic()
+    picks = branchstate.picks(ctx.repo.git_dir) if plan.kind == "git-switch" else []
     with _journal(ctx, plan) as jr:
         _remove_leftovers(plan)
         written = writer.write(Job(ctx, plan, lock, jr, warm))
+        result.hooks = []
+        _run_hooks(ctx, plan, result, INDEX_HOOKS)  # (its status is ignored, as git does)
         head = _move_head(ctx, plan)
     finish(result, written, time.monotonic() - t0, head)
     if head is not None:
         ctx.ui.moved(result)
-    _run_hooks(ctx, plan, result)
+        # git's own checkout cleared it, quietly: its warnings said for it
+        cleared = picks
+        if plan.kind != "git-switch":
+            cleared = branchstate.clear(ctx.git, ctx.repo.git_dir)
+        for line in cleared:
+            ctx.ui.git_message(line)
+    _run_hooks(ctx, plan, result, AFTER_HOOKS)
     if written.failed:  # as git's checkout: said after the switch, exit 1
         raise SubmoduleError("; ".join(written.failed), result=result)
     return result
@@ -80,15 +95,25 @@ def _make_destination(plan: Plan) -> None:
         raise DestinationError(f"cannot create {plan.root}: {exc.strerror}") from None
 
 
-def _run_hooks(ctx: Context, plan: Plan, result: Result) -> None:
-    """The plan's hooks, once the index is in place and HEAD has moved, as git runs them;
-    one that fails makes the run fail, as git's checkout does, after a complete write."""
+def _run_hooks(ctx: Context, plan: Plan, result: Result, names: tuple[str, ...]) -> None:
+    """The plan's hooks named ``names``, as git runs them (``result.hooks`` names those
+    that ran); a ``post-checkout`` that fails makes the run fail, as git's checkout does,
+    after a complete write."""
+    where = hooks.Where(ctx.git, ctx.repo, ctx.config, ctx.environ, plan.root)
     for hook in plan.hooks:
-        code = hooks.run(ctx.git, hook, ctx.environ, plan.root)
-        if code != 0:
+        if hook.name not in names:
+            continue
+        ran = hooks.run(where, hook)
+        for line in ran.hints:
+            ctx.ui.git_message(line)
+        if ran.code is None:
+            continue
+        result.hooks.append(hook.name)
+        if ran.code != 0 and hook.name in AFTER_HOOKS:
             raise HookError(
-                f"the {hook.name} hook exited with status {code}; the checkout is complete",
+                f"the {hook.name} hook exited with status {ran.code}; the checkout is complete",
                 result=result,
+                status=ran.code,
             )
 
 
@@ -115,7 +140,9 @@ def _journal(ctx: Context, plan: Plan) -> Iterator[journal.Journal | None]:
     fresh = plan.kind in ("fresh", "resume")
     conversion = plan.conversion.any if plan.conversion is not None else True
     kind = "fresh" if fresh else plan.kind if plan.kind == "export" else "switch"
-    head = journal.Header(plan.commit or "", plan.tree, conversion, kind, plan.earlier)
+    head = journal.Header(
+        plan.commit or "", plan.tree, conversion, kind, plan.earlier, clone=plan.clone
+    )
     marker = _marker(ctx, plan)
     previous = plan.previous if fresh else None  # (only a fresh checkout's has records)
     jr = journal.Journal.start(marker, head, previous=previous)

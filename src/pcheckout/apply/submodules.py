@@ -6,8 +6,8 @@ checkout runs in each (submodule.c ``submodule_move_head``), for pcheckout's eng
 The read-trees (git's writer) are run by ``write/gitwriter.py``'s ``submodule_tree``.
 
 * removed (before the switch's deletes): ``read-tree --recurse-submodules -u --reset``
-  of the empty tree, then its ``.git`` file, its directory if empty, and
-  ``core.worktree`` in its git dir (kept, as git keeps it);
+  of the empty tree, then its ``.git`` file and ``core.worktree`` in its git dir (kept,
+  as git keeps it); its directory is then the switch's to delete;
 * moved: ``read-tree --recurse-submodules -u --reset NEW`` (git's checkout resets a
   submodule it moves: the dry run refused where that would lose work), then
   ``update-ref --no-deref HEAD NEW``: detached, as git leaves it;
@@ -22,7 +22,6 @@ switch and exits 1) and the failures are returned.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import shutil
 from collections.abc import Sequence
@@ -84,7 +83,9 @@ def _one(ctx: Context, m: SubmoduleMove) -> list[str]:
     if proc.returncode:
         return [*_said(proc.stderr), f"Submodule '{shown}' could not be updated."]
     if m.new is not None:
-        proc = sub.run("update-ref", "HEAD", "--no-deref", m.new, ok_codes=(0, 1, 128))
+        proc = sub.run(  # (its reference-transaction hook runs)
+            "update-ref", "HEAD", "--no-deref", m.new, ok_codes=(0, 1, 128), hooks=True
+        )
         return _said(proc.stderr) if proc.returncode else []
     _unpopulate(ctx, root, m)
     return []
@@ -105,18 +106,12 @@ def _connect(git: Git, root: bytes, m: SubmoduleMove) -> None:
 
 
 def _unpopulate(ctx: Context, root: bytes, m: SubmoduleMove) -> None:
-    """What a removed submodule leaves: no ``.git`` file, no directory if empty (git's
-    warning if not: untracked files keep it), no ``core.worktree`` in its git dir (the
-    git dir itself kept)."""
+    """What a removed submodule leaves: no ``.git`` file, no ``core.worktree`` in its git
+    dir (the git dir itself kept); its directory is the switch's delete (git's warning
+    where untracked files keep it: ``write/remove.py``)."""
     full = os.path.join(root, m.path)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(os.path.join(full, b".git"))
-    try:
-        os.rmdir(full)
-    except OSError as exc:
-        if exc.errno == errno.ENOTEMPTY:  # (unpack-trees.c unlink_entry: rmdir_or_warn)
-            shown = os.fsdecode(m.path)
-            ctx.ui.git_message(f"warning: unable to rmdir '{shown}': {os.strerror(exc.errno)}")
     config = os.path.join(m.git_dir, "config")
     ctx.git.run("config", "--file", config, "--unset", "core.worktree", ok_codes=(0, 5))
 

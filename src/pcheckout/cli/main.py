@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 from pcheckout.cli import parser as grammar
 from pcheckout.cli.console import ConsoleReporter
 from pcheckout.cli.parser import PROG
-from pcheckout.errors import Interrupted, PcheckoutError, UsageError
+from pcheckout.errors import (
+    Interrupted,
+    NotARepositoryError,
+    PcheckoutError,
+    RevisionRefusedError,
+    UnbornHeadError,
+    UsageError,
+)
 
 if TYPE_CHECKING:
     from pcheckout.fs.detect import FsInfo
@@ -59,7 +66,7 @@ def _cmd_checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     _note_clamp(args.workers, ui)
     opts = CheckoutOptions(
         directory=Path(args.directory),
-        rev=args.rev,
+        rev="HEAD" if args.rev is None else args.rev,
         workers=args.workers,
         dry_run=args.dry_run,
         force=args.force,
@@ -72,17 +79,23 @@ def _cmd_checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     def moved(result: Result) -> None:  # the summary and git's lines, before any hook runs
         _report(args, result)
         reported.append(result)
-        _say_head(Path(args.directory), result, args.rev, carried=not args.force)
+        _say_head(Path(args.directory), result, carried=not args.force)
 
     if not (args.quiet or args.json):
         ui.on_moved = moved
-    result = checkout(opts, ui)  # a failing hook raises after the report was printed
+    try:
+        result = checkout(opts, ui)  # a failing hook raises after the report was printed
+    except UnbornHeadError:
+        if args.rev is not None:
+            raise
+        # `git checkout` without a REV (builtin/checkout.c checkout_branch(): die)
+        raise RevisionRefusedError("You are on a branch yet to be born") from None
     if not reported:
         _report(args, result)
     return 0
 
 
-def _say_head(directory: Path, result: Result, rev: str, *, carried: bool) -> None:
+def _say_head(directory: Path, result: Result, *, carried: bool) -> None:
     """git checkout's lines for where HEAD went, on stderr, with git's facts (subjects,
     commits left behind, a new branch's upstream) asked for only here; after a switch
     that carried local changes (``carried``: not forced), those it carried, except on a
@@ -104,7 +117,8 @@ def _say_head(directory: Path, result: Result, rev: str, *, carried: bool) -> No
     # (on a latency-bound mount the list is an lstat round trip per file: not asked)
     listed = carried and result.mode == "switch" and not result.filesystem.latency_bound
     local = describe.local_changes(git) if listed else []
-    report = render.HeadReport(move, rev, describe.onelines(git, wanted), left, tracking, local)
+    onelines = describe.onelines(git, wanted)
+    report = render.HeadReport(move, move.rev, onelines, left, tracking, local)
     for stream, line in render.head_lines(report):
         print(line, file=sys.stdout if stream == "out" else sys.stderr, flush=True)
 
@@ -286,6 +300,13 @@ def _cmd_clone(words: Sequence[str], top: argparse.Namespace) -> int:
             "the checkout's worker count is --workers"
         )
     _note_clamp(workers, ui)
+
+    def moved(result: Result) -> None:  # git clone's advice, under -q too, before any hook
+        if result.head is not None:
+            for line in render.clone_head_lines(result.head):
+                print(line, file=sys.stderr, flush=True)
+
+    ui.on_moved = moved
     result = clone.clone(clone.CloneOptions(args, workers=workers), ui)
     if args.json:
         print_json(result.to_json())
@@ -360,12 +381,12 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str] | None]:
 
 
 def _chdir(dirs: Sequence[str]) -> None:
-    """``-C DIR``, as git: each one relative to the one before."""
+    """``-C DIR``, as git: each one relative to the one before (its message, exit 128)."""
     for d in dirs:
         try:
             os.chdir(d)
         except OSError as exc:
-            raise PcheckoutError(f"cannot change to '{d}': {exc.strerror}") from None
+            raise NotARepositoryError(f"cannot change to '{d}': {exc.strerror}") from None
 
 
 def _wants_json(argv: Sequence[str]) -> bool:

@@ -44,16 +44,17 @@ EXIT_WRITES = (
     ("0", "written (with --dry-run: reported, nothing written)"),
     (
         "1",
-        "an error, said in one line on stderr (not a repository, an unknown revision, local "
-        "changes a switch would lose, a destination that is not empty); "
+        "an error, said in one line on stderr (an unknown revision, local changes a switch "
+        "would lose, a destination that is not empty); "
         "nothing is half-recorded: the index is written last, and running the same command "
         "again finishes an interrupted checkout",
     ),
     ("2", "a usage error: an unknown option, a bad value"),
     (
         "128",
-        "git's own error passed through, as git checkout dies of it (git's message, git's "
-        "code): the index is locked by another git process, a required filter fails",
+        "where git's checkout dies, with git's message: not a repository, no work tree, the "
+        "index or HEAD locked by another git process, a tree or a blob as REV, a branch "
+        "checked out in another worktree, a corrupt object, a required filter that fails",
     ),
     ("130, 143", "interrupted (SIGINT, SIGTERM): run the same command again to finish"),
 )
@@ -380,7 +381,7 @@ def _add_checkout(sub: Any) -> None:
     c = _sub(sub, CHECKOUT)
     _global(c, argparse.SUPPRESS)
     rev_help = "the branch, tag or commit to check out (default: HEAD)"
-    _arg(c, "rev", nargs="?", default="HEAD", metavar="REV", complete="rev", help=rev_help)
+    _arg(c, "rev", nargs="?", default=None, metavar="REV", complete="rev", help=rev_help)
     dir_help = "the working tree (default: the current directory; see the global -C)"
     _arg(c, "-C", dest="directory", default=".", metavar="DIR", complete="dir", help=dir_help)
     _writing_options(c, workers, writer)

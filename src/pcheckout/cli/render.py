@@ -210,7 +210,7 @@ class HeadReport(NamedTuple):
     """What git would say about HEAD after ``git checkout REV``, with git's facts gathered."""
 
     move: HeadOutcome
-    rev: str  # as the user typed it
+    rev: str  # as git names it: the user's REV, or what `-` and `@{-N}` name
     onelines: Mapping[str, str]  # commit -> "1a2b3c4 subject"
     left: LeftBehind | None  # a detached HEAD's commits left unreachable (None: not asked)
     tracking: Tracking | None  # the branch HEAD names against its upstream
@@ -228,7 +228,8 @@ def head_lines(h: HeadReport) -> list[Said]:
     out: list[Said] = [("out", line) for line in h.local]
     if m.moved:
         if m.created and h.tracking is not None:
-            out.append(("out", f"branch '{m.branch}' set up to track '{h.tracking.upstream}'."))
+            up = h.tracking.configured or h.tracking.upstream
+            out.append(("out", f"branch '{m.branch}' set up to track '{up}'."))
         out += [("err", line) for line in _moved(h)]
     if m.branch is not None and h.tracking is not None and not m.created:
         out.append(("out", tracking_text(h.tracking, m.hints)))  # a new branch: git says none
@@ -255,6 +256,12 @@ def _moved(h: HeadReport) -> list[str]:
     else:
         out.append(f"Switched to branch '{m.branch}'")
     return out
+
+
+def clone_head_lines(move: HeadOutcome) -> list[str]:
+    """What git clone says of the HEAD it checks out: the detach advice, naming the commit
+    (builtin/clone.c checkout(): no "HEAD is now at" line)."""
+    return [DETACH_ADVICE.format(rev=move.commit)] if move.branch is None and move.advice else []
 
 
 def tracking_text(t: Tracking, hints: bool) -> str:
@@ -369,6 +376,16 @@ def plan(console: Console, r: Result) -> None:
             f"({shown}); {plural(len(r.replaced), 'entry', 'entries')} would be replaced "
             "by another, as git's checkout leaves them"
         )
+    if r.untracked_kept:
+        shown = ", ".join(r.untracked_kept[:SHOW_PATHS]) + (
+            ", ..." if len(r.untracked_kept) > SHOW_PATHS else ""
+        )
+        console.print(
+            f"would keep {plural(len(r.untracked_kept), 'untracked name')} at the top of the "
+            f"work tree ({shown}), as git does"
+        )
+    if r.hooks:
+        console.print(f"would run the {', '.join(r.hooks)} hook afterwards, as git does")
     console.print(f"writer: {plan.writer} ({plan.writer_source}) — {plan.writer_reason}")
     count = "checkout.workers for git" if plan.writer == "git" else "workers"
     console.print(f"{count}: {plan.workers} ({plan.source}) — {plan.reason}")
@@ -436,6 +453,7 @@ def clone_summary(r: CloneResult) -> str:
         "bare": "bare: no checkout",
         "mirror": "mirror: no checkout",
         "empty": "empty repository: no checkout",
+        "no-head": "the remote's HEAD names no branch it has: no checkout",
     }
     if r.checkout is not None:
         parts.append(summary(r.checkout))

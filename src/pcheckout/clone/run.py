@@ -146,16 +146,30 @@ def _checkout_phase(result: CloneResult, opts: CloneOptions, dest: str, ui: Clon
     except UnknownRevisionError:
         if _head_commit(target, opts.environ, ui) is not None:
             raise
-        result.skipped = "empty"  # git warned: "You appear to have cloned an empty repository."
+        if _has_refs(target, opts.environ, ui):  # builtin/clone.c checkout()
+            ui.git_message("warning: remote HEAD refers to nonexistent ref, unable to checkout")
+            result.skipped = "no-head"
+        else:  # git warned: "You appear to have cloned an empty repository."
+            result.skipped = "empty"
     except HookError as exc:
         result.checkout = exc.result if isinstance(exc.result, Result) else None
-        raise HookError(
-            str(exc).replace("the checkout is", "the clone and its checkout are"), result=result
-        ) from None
+        failed = HookError(
+            str(exc).replace("the checkout is", "the clone and its checkout are"),
+            result=result,
+            status=exc.status,
+        )
+        failed.exit_code = exc.status  # git clone exits with the hook's status
+        raise failed from None
     if result.checkout is not None and args.recurse_submodules:
-        from pcheckout.clone.submodules import SubmoduleRun, update_submodules  # see __init__
+        from pcheckout.clone.submodules import (  # see __init__
+            SubmoduleRun,
+            submodule_environ,
+            update_submodules,
+        )
 
-        run = SubmoduleRun(args, opts.environ, ui, opts.workers)
+        git = Git(target, debug=ui.debug, env=opts.environ)
+        environ = submodule_environ(git, opts.environ)
+        run = SubmoduleRun(args, environ, ui, opts.workers)
         result.submodules = update_submodules(target, run)
 
 
@@ -214,6 +228,12 @@ def _wait_uninterrupted(proc: subprocess.Popen[bytes]) -> None:
             return
         except KeyboardInterrupt:
             continue
+
+
+def _has_refs(root: Path, environ: dict[str, str], ui: CloneReporter) -> bool:
+    """Whether the clone has any ref (an empty repository's has none)."""
+    git = Git(root, debug=ui.debug, env=environ)
+    return bool(git.out("for-each-ref", "--count=1", "--format=%(refname)").strip())
 
 
 def _head_commit(root: Path, environ: dict[str, str], ui: CloneReporter) -> str | None:

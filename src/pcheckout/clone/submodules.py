@@ -4,6 +4,7 @@ checkout, each submodule cloned and checked out on its own thread."""
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,6 +62,43 @@ class SubmoduleRun(NamedTuple):
     environ: dict[str, str]
     ui: CloneReporter
     workers: int | None = None  # the checkouts' --workers (None: auto)
+
+
+#: What git 2.39's ``git submodule`` (git-submodule.sh) exports to every command it runs:
+#: the submodules' URLs are not the user's, so protocol.allow's "user" rule refuses them
+#: (``protocol.file.allow`` is "user" since 2.38.1: a file:// submodule is refused).
+FROM_SCRIPT = {"GIT_PROTOCOL_FROM_USER": "0"}
+
+#: What git-sh-i18n, which git-submodule.sh sources (through git-sh-setup), exports.
+I18N_EXPORTS = ("TEXTDOMAIN", "TEXTDOMAINDIR", "GIT_INTERNAL_GETTEXT_SH_SCHEME")
+
+
+def submodule_environ(git: Git, environ: dict[str, str]) -> dict[str, str]:
+    """The environment ``git submodule update`` gives the clones, fetches and checkouts
+    of the submodules (and so their hooks): ``environ`` with what git-submodule.sh
+    exports, where ``git submodule`` is that script (git 2.39); a builtin ``git
+    submodule`` exports nothing."""
+    exec_path = git.out("--exec-path").decode().rstrip("\n")
+    try:
+        with open(os.path.join(exec_path, "git-submodule"), "rb") as f:
+            script = f.read(2) == b"#!"
+    except OSError:
+        script = False
+    if not script:
+        return environ
+    # the script's exports, as the script would make them (sourced from the exec path)
+    probe = r"""d=$1; shift; . "$d/git-sh-i18n" >/dev/null 2>&1
+for v; do eval "x=\${$v}"; printf '%s\0' "$x"; done"""
+    names = I18N_EXPORTS
+    proc = subprocess.run(
+        ["sh", "-c", probe, "sh", exec_path, *names],
+        env=environ,
+        capture_output=True,
+        check=False,
+    )
+    values = proc.stdout.decode(errors="replace").split("\0")[: len(names)]
+    exported = dict(zip(names, values, strict=False)) if proc.returncode == 0 else {}
+    return {**environ, **exported, **FROM_SCRIPT}
 
 
 def update_submodules(root: Path, run: SubmoduleRun) -> list[SubmoduleResult]:

@@ -150,9 +150,10 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
     if workers.writer != "git" or run.opts.dry_run:
         entries = _parsed(entries)  # a listing beside round 1 is parsed only for the engine
     where = _Where(fs, workers.workers)
+    kept: tuple[bytes, ...] = ()
     expendable: list[bytes] = []
     if found.occupied and not found.resume:
-        expendable = _refuse_untracked(run, entries, wanted, where)
+        kept, expendable = _refuse_untracked(run, entries, wanted, where)
     strays = _left_by_earlier_runs(run, _parsed(entries), where) if found.resume else []
     conversion = plan_conversion(run, entries, sel, workers)
     collided = collisions.find(ctx, root, entries, wanted, run.opts.clone)
@@ -183,6 +184,8 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
         submodules=_submodules(run, entries),
         recurse_submodules=recursing(run.ctx, run.opts.clone),
         collisions=collided,
+        untracked_kept=kept,
+        clone=run.opts.clone,
     )
 
 
@@ -202,17 +205,20 @@ class _Where(NamedTuple):
 
 def _refuse_untracked(
     run: Run, entries: Sequence[Entry], wanted: Sequence[int], where: _Where
-) -> list[bytes]:
+) -> tuple[tuple[bytes, ...], list[bytes]]:
     """A fresh checkout into a work tree that holds files already (no index: a CI cache
     restored before the checkout, say) keeps them and writes the tree, as git does, unless
     one is in the way of what it writes: then it refuses, as git does, and writes nothing
-    (git's ``--force`` would overwrite them; pcheckout never does).  Ignored files in the
-    way are overwritten, as git's checkout overwrites them: returned, to be removed."""
+    (git's ``--force`` would overwrite them; pcheckout never does).  Returned: the names at
+    the top of the work tree it keeps whole (the tree has nothing there), and the ignored
+    files in the way, to be removed (git's checkout overwrites them)."""
     from pcheckout.decide.worktree import Way, refuse_untracked_in_the_way
 
     paths = [entries[i].path for i in wanted]
     target = {e.path: e for e in entries}
-    return refuse_untracked_in_the_way(_look(run, where), Way(paths, target=target))
+    expendable = refuse_untracked_in_the_way(_look(run, where), Way(paths, target=target))
+    top = {p.partition(b"/")[0] for p in target}
+    return tuple(sorted(n for n in run.found.occupied if n not in top)), expendable
 
 
 def _left_by_earlier_runs(run: Run, entries: list[Entry], where: _Where) -> list[bytes]:

@@ -111,6 +111,11 @@ class Plan(NamedTuple):
     recurse_submodules: bool = False
     #: paths that fold together on a destination that ignores case: written as git does
     collisions: Collisions | None = None
+    #: a fresh checkout into a work tree holding untracked files: the names at its top the
+    #: tree has nothing at, kept as they are (as git keeps them)
+    untracked_kept: tuple[bytes, ...] = ()
+    #: git clone's checkout (its journal says so: a re-run finishes it as git clone would)
+    clone: bool = False
 
     @property
     def mode(self) -> Literal["checkout", "resume", "switch", "export"]:

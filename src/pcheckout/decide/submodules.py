@@ -48,6 +48,8 @@ if TYPE_CHECKING:  # the index's entries are given (a fresh checkout by git's wr
 
 __all__ = ["SubmoduleMove", "Switching", "fresh_moves", "recursing", "switch_moves"]
 
+GITMODULES = b".gitmodules"
+
 #: git >= 2.40 takes ``--super-prefix`` no longer before the command (read-tree has its
 #: own, undocumented): the prefix only names paths in git's messages, so it is left out.
 _GLOBAL_SUPER_PREFIX_UNTIL = (2, 40)
@@ -141,6 +143,9 @@ class Switching(NamedTuple):
     force: bool
     tree: str  # the target tree
     recurse: bool = True  # submodule.recurse
+    #: the paths interrupted runs of this switch left (theirs, not the user's): their
+    #: ``.gitmodules`` is not the one the switch began from
+    left: Collection[bytes] = frozenset()
 
 
 def switch_moves(ctx: Context, switching: Switching) -> tuple[SubmoduleMove, ...]:
@@ -149,7 +154,7 @@ def switch_moves(ctx: Context, switching: Switching) -> tuple[SubmoduleMove, ...
     unless ``force``.  Without ``recurse`` (no submodule.recurse) only the submodules a file
     or symlink replaces: their directories go, as git's checkout removes them (entry.c
     ``checkout_entry``: ``remove_subtree``), with or without submodule.recurse."""
-    root, index, target, write, remove, force, tree, recurse = switching
+    root, index, target, write, remove, force, tree, recurse, left = switching
     ctx = at_top(ctx, root)
     replaced = [
         p
@@ -167,7 +172,7 @@ def switch_moves(ctx: Context, switching: Switching) -> tuple[SubmoduleMove, ...
         arriving = [p for p, e in target.items() if e.mode == MODE_GITLINK]
     if not leaving and not arriving:
         return ()
-    old = _side(ctx, [*leaving, *arriving], None, None)
+    old = _old_side(ctx, [*leaving, *arriving], index, left)
     new = _side(ctx, arriving, _target_gitmodules(target, write), tree)
     if not force:
         _refuse(ctx, _checks(os.fsencode(root), index, target, (leaving, arriving), old))
@@ -183,6 +188,20 @@ def switch_moves(ctx: Context, switching: Switching) -> tuple[SubmoduleMove, ...
             recorded = i.oid.hex() if i is not None and i.mode == MODE_GITLINK else None
             moves.append(_move(ctx, p, new.modules[p].name, recorded, target[p].oid))
     return tuple(moves)
+
+
+def _old_side(
+    ctx: Context, paths: Sequence[bytes], index: Mapping[bytes, IndexEntry], left: Collection[bytes]
+) -> _Side:
+    """The gitlinks' side before the switch: the work tree's ``.gitmodules``, as git's
+    checkout reads it; where an interrupted run of the switch wrote it, the one it began
+    from (the index's; none where the index has none)."""
+    if GITMODULES not in left:
+        return _side(ctx, paths, None, None)
+    staged = index.get(GITMODULES)
+    if staged is None:
+        return _Side({}, set())
+    return _side(ctx, paths, staged.oid.hex(), None)
 
 
 def fresh_moves(

@@ -16,10 +16,11 @@ fetched in one batch before anything changes.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import NamedTuple
 
+from pcheckout.decide import collisions
 from pcheckout.decide.hooks import after_checkout
 from pcheckout.decide.leftovers import Leftovers, earlier_tables, find, touched
 from pcheckout.decide.merge import (
@@ -39,6 +40,7 @@ from pcheckout.decide.worktree import (
     Look,
     Way,
     dirty_paths,
+    folded_index,
     modified,
     present_paths,
     racily_clean_changed,
@@ -56,8 +58,8 @@ from pcheckout.errors import (
     refusal,
 )
 from pcheckout.fs.detect import FsInfo
+from pcheckout.git import fsmonitor, untracked
 from pcheckout.git import index as ix
-from pcheckout.git import untracked
 from pcheckout.git.config import config_bool
 from pcheckout.git.indexformat import HASH_SIZES
 from pcheckout.git.sparse import Sparsity, expand_sparse_directories
@@ -93,7 +95,9 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         expand_sparse_directories(ctx.git, index.entries) if index.sparse else list(index.entries)
     )
     if any(e.stage for e in index_entries):
-        index_entries = _unmerged(index_entries, opts.force)
+        if not opts.force:  # git's words (unpack-trees.c: unmerged entries, not --force)
+            raise DestinationError("you need to resolve your current index first")
+        index_entries = _unmerged_as_changed(index_entries)
     tables = _Tables(
         {e.path: e for e in index_entries},
         {e.path: e for e in head_entries},
@@ -129,8 +133,11 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     strays = sorted(p for p in left.ours if p not in tables.in_index)
     split = split._replace(remove=sorted({*split.remove, *strays}))
     tracked = tables.in_index.keys() | left.ours
+    folded = None
+    if config_bool(ctx.config.get("core.ignorecase"), False):  # (git's own: no probe)
+        folded = folded_index(tables.in_index.values())
     gitlinks = {p for p, e in tables.in_index.items() if e.mode == MODE_GITLINK}
-    way = Way(split.write, split.remove, tracked, tables.target, opts.force, gitlinks)
+    way = Way(split.write, split.remove, tracked, tables.target, opts.force, gitlinks, folded)
     expendable = refuse_untracked_in_the_way(look, way)
     recurse = recursing(ctx, opts.clone)
     switching = Switching(
@@ -142,6 +149,7 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         opts.force,
         run.target.tree,
         recurse,
+        frozenset(left.ours),
     )
     subs = switch_moves(ctx, switching)
     absent = frozenset(left.ours - left.present)
@@ -156,29 +164,42 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         absent,
         index.split,
         index.untracked,
+        _fsmonitor(ctx.config, index, plan.keep.keys() - dirty),
         expendable,
     )
     return _plan(run, tables, _smudged(look, plan.keep), split, facts)
 
 
-#: git's checkout over an unmerged index, without --force (builtin/checkout.c
-#: merge_working_tree)
-UNMERGED = "you need to resolve your current index first"
+def _fsmonitor(
+    config: Mapping[str, str], index: ix.Index, unchanged: Iterable[bytes]
+) -> fsmonitor.Kept | None:
+    """What the switch's index keeps of the fsmonitor extension (``git/fsmonitor.py``):
+    the entries kept ``unchanged`` (no local change found) stay as they were (None:
+    nothing, as git keeps nothing: no extension, or no ``core.fsmonitor``)."""
+    if index.fsmonitor is None or not fsmonitor.enabled(config):
+        return None
+    paths = [e.path for e in index.entries]  # (as stored: a sparse index's directories too)
+    kept = fsmonitor.read(index.fsmonitor, paths)
+    if kept is None:
+        return None
+    old = set(paths)
+    return kept._replace(valid=frozenset(p for p in unchanged if p in old))
 
 
-def _unmerged(entries: list[ix.IndexEntry], force: bool) -> list[ix.IndexEntry]:
-    """An unmerged index's entries as the switch takes them: refused as git refuses it,
-    or with ``force`` each conflicted path one entry the target never matches (git's
-    reset: oneway_merge gives the path the target's entry, or removes it)."""
-    if not force:
-        raise DestinationError(UNMERGED)
+def _unmerged_as_changed(entries: list[ix.IndexEntry]) -> list[ix.IndexEntry]:
+    """``--force`` over a conflicted index, as ``git checkout -f`` resets it: each unmerged
+    path becomes one entry (our side's, else theirs, else the base), its stat data unknown,
+    so that the work tree's copy counts as a local change and is discarded."""
     out: list[ix.IndexEntry] = []
+    sides: dict[bytes, ix.IndexEntry] = {}
     for e in entries:
         if not e.stage:
             out.append(e)
-        elif not out or out[-1].path != e.path:
-            out.append(replace(e, oid=bytes(len(e.oid)), flags=0))
-    return out
+        elif e.path not in sides or e.stage == 2 or (e.stage == 3 and sides[e.path].stage == 1):
+            sides[e.path] = e
+    for e in sides.values():
+        out.append(ix.IndexEntry(e.path, e.mode, e.oid, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+    return sorted(out, key=lambda e: e.path)
 
 
 def _leftovers(run: Run, look: Look, tables: _Tables) -> Leftovers:
@@ -301,6 +322,7 @@ class _Facts(NamedTuple):
     absent: frozenset[bytes] = frozenset()  # removed paths not there (an interrupted run's)
     split: ix.SplitIndex | None = None  # a split index's tie to its shared index
     untracked: bytes | None = None  # the index's untracked cache (its UNTR payload)
+    fsmonitor: fsmonitor.Kept | None = None  # the index's fsmonitor state to keep
     expendable: list[bytes] = []  # ignored files and directories in the way: removed
 
 
@@ -356,8 +378,11 @@ def _plan(
             version,
             facts.split,
             _untracked(run, tables.in_index, [*kept, *recorded], write_entries, facts),
-            _carried(tables.in_index, split.write) if facts.sparsity is None else frozenset(),
-            facts.sparsity,
+            facts.fsmonitor._replace(valid=facts.fsmonitor.valid - moved)
+            if facts.fsmonitor is not None
+            else None,
+            skip=_carried(tables.in_index, split.write) if facts.sparsity is None else frozenset(),
+            sparsity=facts.sparsity,
         ),
         head=HeadMove(opts.rev, run.target),
         earlier=_earlier(run),
@@ -369,7 +394,14 @@ def _plan(
         hooks=after_checkout(run),
         submodules=facts.submodules,
         recurse_submodules=recursing(ctx, opts.clone),
+        collisions=collisions.find_switch(ctx, run.root, _on_disk(kept), write_entries),
     )
+
+
+def _on_disk(kept: list[ix.IndexEntry]) -> list[bytes]:
+    """The paths of the kept entries whose files are there (not skip-worktree)."""
+    skip = ix.EXT_FLAG_SKIP_WORKTREE
+    return [e.path for e in kept if not e.extended_flags & skip]
 
 
 def _untracked(

@@ -17,7 +17,7 @@ import contextlib
 import os
 import stat as stat_mod
 import tempfile
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
@@ -44,6 +44,7 @@ __all__ = [
     "by_stat",
     "content_oids",
     "dirty_paths",
+    "folded_index",
     "index_seconds",
     "modified",
     "present_paths",
@@ -349,6 +350,11 @@ class Way(NamedTuple):
     #: untracked files; without --force it is a local change already)
     force: bool = False
     gitlinks: Collection[bytes] = ()  # tracked paths that are gitlinks (their own checks)
+    #: with ``core.ignorecase``, the index's entries by their folded path, for git's rule
+    #: that a file found under another spelling of a tracked entry, whose stat data (or
+    #: content) it has, is that entry's, not an untracked file (unpack-trees.c
+    #: ``check_ok_to_remove`` -> ``icase_exists``)
+    folded: Mapping[bytes, ix.IndexEntry] | None = None
 
 
 def refuse_untracked_in_the_way(look: Look, way: Way) -> list[bytes]:
@@ -361,16 +367,18 @@ def refuse_untracked_in_the_way(look: Look, way: Way) -> list[bytes]:
     obstacles: list[tuple[bytes, list[bytes]]] = []  # (path, the untracked files it holds)
     checked_dirs: dict[bytes, bool] = {}
     looked = _look_up(look, way)
+    theirs = _Spelled(look, way.folded)
     for path in way.write:
         # leading directories must be real directories, or absent, or tracked files we delete
         parts = path.split(b"/")
         for k in range(1, len(parts)):
             d = b"/".join(parts[:k])
             if d not in checked_dirs:
-                checked_dirs[d] = _dir_ok(looked[d], d in gone)
+                st = looked[d]
+                checked_dirs[d] = _dir_ok(st, d in gone) or theirs.tracked(d, st)
                 if not checked_dirs[d]:
                     obstacles.append((d, [d]))
-        if path in looked and path not in way.gitlinks:
+        if path in looked and path not in way.gitlinks and not theirs.tracked(path, looked[path]):
             got = _in_the_way(look.root_b, path, looked[path], way)
             if got is not None:
                 obstacles.append((path, got))
@@ -382,6 +390,39 @@ def refuse_untracked_in_the_way(look: Look, way: Way) -> list[bytes]:
         note = " (pcheckout never removes untracked files, even with --force)"
         raise UntrackedInTheWayError(refusal(UNTRACKED, sorted(kept)) + note * way.force)
     return sorted({path for path, _files in obstacles})
+
+
+class _Spelled:
+    """git's ``icase_exists``: a file found at a path the index does not have is a tracked
+    entry's, found under another spelling, if the index has the path in another case
+    and its stat data matches the file (ie_match_stat: racily clean, its content)."""
+
+    def __init__(self, look: Look, folded: Mapping[bytes, ix.IndexEntry] | None) -> None:
+        self.look = look
+        self.folded = folded
+        self.index_mtime: int | None = None
+
+    def tracked(self, path: bytes, st: os.stat_result | None) -> bool:
+        if self.folded is None or st is None or stat_mod.S_ISDIR(st.st_mode):
+            return False
+        e = self.folded.get(path.lower())
+        if e is None or e.path == path:
+            return False
+        if self.index_mtime is None:
+            self.index_mtime = index_seconds(self.look)
+        verdict = by_stat(e, st, self.index_mtime, self.look.rules)
+        if verdict is None:
+            verdict = bool(_by_content(self.look, [e]))
+        return verdict is False
+
+
+def folded_index(entries: Iterable[ix.IndexEntry]) -> dict[bytes, ix.IndexEntry]:
+    """The index's entries by their path folded as ``core.ignorecase`` folds it (ASCII),
+    the first in index order for each (name-hash.c ``index_file_exists``)."""
+    folded: dict[bytes, ix.IndexEntry] = {}
+    for e in entries:
+        folded.setdefault(e.path.lower(), e)
+    return folded
 
 
 def _dir_ok(st: os.stat_result | None, deleted: bool) -> bool:

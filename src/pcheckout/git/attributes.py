@@ -220,6 +220,18 @@ def _attr_git(git: Git, repo: Repo, extra_env: Mapping[str, str], *, worktree: b
     )
 
 
+def lookup_in_index(
+    git: Git, repo: Repo, paths: Sequence[bytes], names: Sequence[str]
+) -> list[tuple[AttrValue, ...]]:
+    """``names`` for each of ``paths`` as the index's ``.gitattributes`` (and the
+    repository's info, global and system files) set them: ``check-attr --cached``, for
+    a tree git has just checked out into the index."""
+    if not paths:
+        return []
+    args = ["check-attr", "--stdin", "-z", "--cached", *names]
+    return _check_attr_rows(_attr_git(git, repo, {}), args, paths, len(names))
+
+
 def _dir_of(path: bytes) -> bytes:
     return path.rpartition(b"/")[0]
 

@@ -45,19 +45,26 @@ class Tracking(NamedTuple):
     ahead: int
     behind: int
     gone: bool  # the upstream is configured, its ref is not there
+    #: the remote and its branch as the config names them ("origin/main"), which git's
+    #: "set up to track" line says (branch.c install_branch_config_multiple_remotes)
+    configured: str = ""
 
 
 def tracking(git: Git, branch: str) -> Tracking | None:
     """The branch's upstream and how far apart they are; None without an upstream."""
-    fmt = "--format=%(upstream:short)%00%(upstream:track,nobracket)"
+    fmt = (
+        "--format=%(upstream:short)%00%(upstream:track,nobracket)"
+        "%00%(upstream:remotename)%00%(upstream:remoteref)"
+    )
     proc = git.run("for-each-ref", fmt, f"refs/heads/{branch}", ok_codes=(0,))
-    upstream, _, track = decode(proc.stdout).strip().partition("\0")
+    upstream, track, remote, merge = (decode(proc.stdout).strip().split("\0") + [""] * 3)[:4]
     if not upstream:
         return None
-    counts = dict(part.split(" ", 1)[::-1] for part in track.split(", ") if " " in part)
-    return Tracking(
-        upstream, int(counts.get("ahead", 0)), int(counts.get("behind", 0)), track == "gone"
-    )
+    configured = f"{remote}/{merge.removeprefix('refs/heads/')}" if remote and merge else upstream
+    # "ahead 2, behind 1": each word before its count
+    counts = dict(part.split(" ", 1) for part in track.split(", ") if " " in part)
+    ahead, behind = int(counts.get("ahead", 0)), int(counts.get("behind", 0))
+    return Tracking(upstream, ahead, behind, track == "gone", configured)
 
 
 def local_changes(git: Git) -> list[str]:

@@ -68,6 +68,7 @@ from pcheckout.git.indexformat import (
     HEADER,
     SIGNATURE,
     SUPPORTED_VERSIONS,
+    encode_varint,
     read_header,
     walk_entries,
 )
@@ -103,6 +104,7 @@ MODE_SPARSE_DIR = 0o040000
 EXT_SPLIT_INDEX = b"link"
 EXT_SPARSE_DIRECTORIES = b"sdir"
 EXT_UNTRACKED = b"UNTR"
+EXT_FSMONITOR = b"FSMN"
 EXT_HEADER = struct.Struct(">4sI")
 U32_MASK = 0xFFFFFFFF
 NS_PER_S = 1_000_000_000
@@ -196,6 +198,7 @@ class Index:
     sparse: bool = False  # had the "sdir" extension: may hold sparse-directory entries
     split: SplitIndex | None = None  # had the "link" extension: a split index, merged
     untracked: bytes | None = None  # the "UNTR" extension's payload (git/untracked.py)
+    fsmonitor: bytes | None = None  # the "FSMN" extension's payload (git/fsmonitor.py)
 
 
 def sort_key(entry: IndexEntry) -> tuple[bytes, int]:
@@ -222,18 +225,7 @@ def _hash_size(hash_name: str) -> int:
         raise UnsupportedIndexError(f"unknown object hash {hash_name!r}") from None
 
 
-def _encode_varint(value: int) -> bytes:
-    """git's varint.c encode_varint (offset encoding: each continuation adds one)."""
-    out = [value & 0x7F]
-    value >>= 7
-    while value:
-        value -= 1
-        out.append(0x80 | (value & 0x7F))
-        value >>= 7
-    return bytes(reversed(out))
-
-
-_SMALL_VARINTS = tuple(_encode_varint(i) for i in range(0x80))
+_SMALL_VARINTS = tuple(encode_varint(i) for i in range(0x80))
 
 
 class _EntryBuilder:
@@ -464,7 +456,7 @@ def encode_rows(rows: Iterable[Row], count: int, how: Encoding) -> bytearray:
                 m - ((from_bytes(prev[:m], "big") ^ from_bytes(p[:m], "big")).bit_length() + 7) // 8
             )
             drop = len(prev) - common
-            buf += varints[drop] if drop < 0x80 else _encode_varint(drop)
+            buf += varints[drop] if drop < 0x80 else encode_varint(drop)
             buf += p[common:]
             buf += b"\0"
         else:
@@ -698,34 +690,49 @@ def _parse_entries(
     extensions."""
     walk = walk_entries(data, version, count, hash_name, path)
     entries = tuple(map(_make_entry, walk.names, walk.fixed, walk.extended))
-    sparse, link, untracked = _extensions(data, walk.end, HASH_SIZES[hash_name], path)
-    if walk.empty and link is None:
+    found = _extensions(data, walk.end, HASH_SIZES[hash_name], path)
+    if walk.empty and found.link is None:
         raise CorruptIndexError(f"{quote_path(path)}: index entry with an empty path", path)
-    return Index(version, entries, hash_name, sparse, untracked=untracked), link
+    index = Index(
+        version,
+        entries,
+        hash_name,
+        found.sparse,
+        untracked=found.untracked,
+        fsmonitor=found.fsmonitor,
+    )
+    return index, found.link
 
 
-def _extensions(
-    data: bytes, off: int, rawsz: int, path: bytes
-) -> tuple[bool, _Link | None, bytes | None]:
-    """Whether the index is sparse (``sdir``), its ``link`` extension if split and its
-    ``UNTR`` payload if any; the other optional extensions skipped, a required one
-    pcheckout does not know refused."""
+class _Found(NamedTuple):
+    """What pcheckout reads of an index's extensions."""
+
+    sparse: bool = False  # "sdir": sparse-directory entries may be there
+    link: _Link | None = None  # a split index's "link"
+    untracked: bytes | None = None  # the "UNTR" payload
+    fsmonitor: bytes | None = None  # the "FSMN" payload
+
+
+def _extensions(data: bytes, off: int, rawsz: int, path: bytes) -> _Found:
+    """Whether the index is sparse (``sdir``), its ``link`` extension if split, its
+    ``UNTR`` and ``FSMN`` payloads if any; the other optional extensions skipped, a
+    required one pcheckout does not know refused."""
     where = quote_path(path)
     end = len(data) - rawsz
-    sparse = False
-    link = None
-    untracked = None
+    found = _Found()
     while off < end:
         if end - off < EXT_HEADER.size:
             raise CorruptIndexError(f"{where}: truncated index extension", path)
         sig, size = EXT_HEADER.unpack_from(data, off)
         body = off + EXT_HEADER.size
         if sig == EXT_SPLIT_INDEX:
-            link = _read_link(data[body : body + size], rawsz, where, path)
+            found = found._replace(link=_read_link(data[body : body + size], rawsz, where, path))
         elif sig == EXT_SPARSE_DIRECTORIES:
-            sparse = True
+            found = found._replace(sparse=True)
         elif sig == EXT_UNTRACKED:
-            untracked = data[body : body + size]
+            found = found._replace(untracked=data[body : body + size])
+        elif sig == EXT_FSMONITOR:
+            found = found._replace(fsmonitor=data[body : body + size])
         elif not 0x41 <= sig[0] <= 0x5A:  # 'A'..'Z': optional, anything else is required
             raise UnsupportedIndexError(
                 f"{where}: index uses extension {decode(sig)!r}, which pcheckout does not support",
@@ -734,4 +741,4 @@ def _extensions(
         off += EXT_HEADER.size + size
     if off != end:
         raise CorruptIndexError(f"{where}: truncated index extension", path)
-    return sparse, link, untracked
+    return found

@@ -45,6 +45,29 @@ class Walk(NamedTuple):
     empty: bool  # some entry has an empty path (a split index's replacement entry)
 
 
+def encode_varint(value: int) -> bytes:
+    """git's varint.c encode_varint (offset encoding: each continuation adds one)."""
+    out = [value & 0x7F]
+    value >>= 7
+    while value:
+        value -= 1
+        out.append(0x80 | (value & 0x7F))
+        value >>= 7
+    return bytes(reversed(out))
+
+
+def decode_varint(data: bytes, off: int) -> tuple[int, int]:
+    """varint.c decode_varint: the value at ``off`` and the offset after it."""
+    c = data[off]
+    off += 1
+    value = c & 0x7F
+    while c & 0x80:
+        c = data[off]
+        off += 1
+        value = ((value + 1) << 7) | (c & 0x7F)
+    return value, off
+
+
 def read_header(data: bytes, path: bytes) -> tuple[int, int]:
     """(version, entry count) of the index ``data`` read from ``path``."""
     if len(data) < HEADER.size or data[:4] != SIGNATURE:

@@ -22,6 +22,7 @@ Anything else goes through git's filters as before, so git-lfs decides.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -32,7 +33,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from pcheckout.errors import LfsError
-from pcheckout.git import hooks
+from pcheckout.git import hooks, lfsstage
+from pcheckout.git.lfsstage import Stage
 from pcheckout.git.runner import Git, Repo
 from pcheckout.git.tree import Entry
 
@@ -332,6 +334,14 @@ def include_lists(paths: Sequence[bytes], fetchers: int = FETCHERS) -> list[str]
     ]
 
 
+class Wanted(NamedTuple):
+    """What a :class:`Fetch` asks the remote for: the commit's LFS objects at ``paths``."""
+
+    paths: Mapping[int, bytes]  # the missing entries' paths
+    commit: str
+    remote: str
+
+
 class Fetch:
     """The objects ``plan`` misses, fetched by ``git lfs fetch <remote> <commit>`` (what
     ``git lfs pull`` fetches, in git-lfs's own batches) on background threads while the
@@ -341,15 +351,21 @@ class Fetch:
     object is in the local store now, to be written from it; a failed fetch is one line
     naming the remote and the count of objects still missing."""
 
-    def __init__(
-        self, git: Git, plan: LfsPlan, paths: Mapping[int, bytes], commit: str, remote: str
-    ) -> None:
-        self.git = git
+    def __init__(self, git: Git, plan: LfsPlan, what: Wanted, stage: Stage | None = None) -> None:
         self.plan = plan
-        self.remote = remote
-        base = ["lfs", "fetch", remote, commit]
+        self.remote = what.remote
+        base = ["lfs", "fetch", what.remote, what.commit]
+        paths = what.paths
         order = sorted(plan.missing, key=lambda i: paths[i])
         lists = include_lists([paths[i] for i in order])
+        if lists is None and stage is not None:  # (the whole commit: not all of it missing)
+            stage.remove()
+            stage = None
+        #: a local store the objects land in first (``git/lfsstage.py``); None: the
+        #: repository's own
+        self.stage = stage
+        self.git = git if stage is None else dataclasses.replace(git, env=stage.env)
+        self._staged: list[str] = []  # the objects landed in the stage
         self.commands: list[tuple[list[str], list[int]]] = []
         if lists is None:
             self.commands.append((base, order))
@@ -423,7 +439,14 @@ class Fetch:
                 stderr=self._errors[0],
             )
         got = [i for k in ended for i in self.commands[k][1]]
-        return _landed(self.plan, got), finished
+        return self._landed(got), finished
+
+    def _landed(self, indexes: Sequence[int]) -> dict[int, Smudge]:
+        objects = None if self.stage is None else self.stage.objects
+        landed = _landed(self.plan, indexes, objects)
+        if self.stage is not None:
+            self._staged += [os.path.basename(sm.path) for sm in landed.values()]
+        return landed
 
     def kill(self) -> None:
         """Stop fetching (a fetch or the writes failed, or an interruption)."""
@@ -437,6 +460,30 @@ class Fetch:
                 t.join()
         for proc in self._procs:
             proc.wait()
+        self.close()
+
+    def keep(self, threads: int) -> None:
+        """The objects landed in the stage, copied into the repository's store (where
+        git-lfs keeps them: its next checkout, ``git lfs fsck``), then the stage removed;
+        nothing where the objects landed in the store itself."""
+        stage, store = self.stage, self.plan.objects
+        if stage is None or store is None:
+            return
+        try:
+            lfsstage.keep(stage, store, self._staged, threads)
+        except OSError as exc:
+            n = len(self._staged)
+            raise LfsError(
+                f"cannot store {n} Git LFS object{'s' if n != 1 else ''} in {store}: "
+                f"{exc.strerror or exc}"
+            ) from None
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """The stage removed, its objects with it (a run that failed or kept them)."""
+        if self.stage is not None:
+            self.stage.remove()
 
     def wait(self) -> dict[int, Smudge]:
         """Wait for every fetch; the entries whose object is local now (raises LfsError)."""
@@ -445,7 +492,7 @@ class Fetch:
         while not finished:
             more, finished = self.landed()
             got.update(more)
-        got.update(_landed(self.plan, list(self.plan.missing)))  # (a list can match more)
+        got.update(self._landed(list(self.plan.missing)))  # (a list can match more)
         return got
 
 
@@ -469,10 +516,10 @@ def fetch_missing(git: Git, plan: LfsPlan, commit: str, remote: str) -> dict[int
     return _landed(plan, list(plan.missing))
 
 
-def _landed(plan: LfsPlan, indexes: Sequence[int]) -> dict[int, Smudge]:
+def _landed(plan: LfsPlan, indexes: Sequence[int], objects: str | None = None) -> dict[int, Smudge]:
     """The entries among ``indexes`` of ``plan.missing`` whose object is in the local
-    store now (moved to ``plan.local``)."""
-    objects = plan.objects
+    store now (``objects``; None: ``plan.objects``), moved to ``plan.local``."""
+    objects = objects if objects is not None else plan.objects
     fetched: dict[int, Smudge] = {}
     if objects is None:
         return fetched
@@ -494,11 +541,24 @@ def _landed(plan: LfsPlan, indexes: Sequence[int]) -> dict[int, Smudge]:
 HOOKS = ("pre-push", "post-checkout", "post-commit", "post-merge")
 
 
+def hooks_missing(repo: Repo, config: Mapping[str, str]) -> bool:
+    """Whether one of the hooks git-lfs's filter installs is missing."""
+    return not all(hooks.find(repo, config, name) is not None for name in HOOKS)
+
+
 def install_hooks(git: Git, repo: Repo, config: Mapping[str, str]) -> bool:
     """What git-lfs's filter does when it starts, for a checkout that ran none: its hooks
     where one is missing (``git lfs update``; one that exists is left as it is, and a
     failure is git-lfs's to report the next time it runs).  True if it ran."""
-    if all(hooks.find(repo, config, name) is not None for name in HOOKS):
+    if not hooks_missing(repo, config):
         return False
     git.run("lfs", "update", ok_codes=tuple(range(256)))
     return True
+
+
+def runs_git_lfs(config: Mapping[str, str]) -> bool:
+    """Whether git's filter for ``lfs`` is git-lfs, however it is called (its ``process``
+    when set, else its ``smudge``): git-lfs installs its hooks when git starts it."""
+    process = config.get("filter.lfs.process")
+    command = process if process is not None else config.get("filter.lfs.smudge") or ""
+    return re.search(r"\bgit[- ]lfs\b", command) is not None

@@ -51,10 +51,16 @@ def batch_check(git: Git, names: Sequence[str]) -> list[tuple[str, str] | None]:
     ``HEAD~2``), None where git finds none: all of them in one ``git cat-file
     --batch-check``.  On a network mount each git process costs tens of round
     trips to the repository before it does anything, so lookups share one."""
+    return batch_check_said(git, names)[0]
+
+
+def batch_check_said(git: Git, names: Sequence[str]) -> tuple[list[tuple[str, str] | None], bytes]:
+    """``batch_check``, and what git said on stderr (its warnings on the names)."""
     if any("\n" in n for n in names):
         raise ValueError("an object name with a newline cannot be asked in a batch")
     data = "".join(n + "\n" for n in names).encode("utf-8", "surrogateescape")
-    out = git.out("cat-file", "--batch-check=%(objectname) %(objecttype)", input=data)
+    proc = git.run("cat-file", "--batch-check=%(objectname) %(objecttype)", input=data)
+    out = proc.stdout
     lines = decode(out).split("\n")[: len(names)]
     if len(lines) != len(names):
         raise GitError(f"git cat-file --batch-check answered {len(lines)} of {len(names)} names")
@@ -68,4 +74,4 @@ def batch_check(git: Git, names: Sequence[str]) -> list[tuple[str, str] | None]:
             and all(c in "0123456789abcdef" for c in oid)
         )
         found.append((oid, kind) if ok else None)
-    return found
+    return found, proc.stderr

@@ -3,13 +3,22 @@ how it moves HEAD afterwards."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from typing import NamedTuple
 
-from pcheckout.errors import GitError, UnknownRevisionError, decode
+from pcheckout.errors import (
+    HeadUpdateError,
+    RevisionRefusedError,
+    UnbornHeadError,
+    UnknownRevisionError,
+    decode,
+    no_such_revision,
+)
+from pcheckout.git import guess
 from pcheckout.git.config import config_bool
-from pcheckout.git.objects import batch_check, resolve
+from pcheckout.git.objects import batch_check, batch_check_said, resolve
 from pcheckout.git.runner import Git, Repo
 
 _NOT_IN_BRANCH_NAMES = frozenset(" ~^:?*[\\\x7f") | {chr(c) for c in range(32)}
@@ -53,13 +62,6 @@ def symbolic_head(git: Git, repo: Repo, config: Mapping[str, str]) -> str | None
     return decode(proc.stdout.strip()) or None
 
 
-def is_local_branch(git: Git, name: str) -> bool:
-    if name == "HEAD" or name.startswith("-"):
-        return False
-    proc = git.run("show-ref", "--verify", "--quiet", f"refs/heads/{name}", ok_codes=(0, 1, 128))
-    return proc.returncode == 0
-
-
 _PRIOR = re.compile(r"@\{-([0-9]+)\}")
 
 
@@ -76,7 +78,7 @@ def prior_checkout(git: Git, rev: str) -> str:
     proc = git.run("rev-parse", "--symbolic-full-name", rev, ok_codes=(0, 128))
     name = decode(proc.stdout.strip())
     if proc.returncode != 0:
-        raise UnknownRevisionError(f"invalid revision '{asked}': no such earlier checkout")
+        raise UnknownRevisionError(no_such_revision(asked))
     if name.startswith("refs/heads/"):
         return name.removeprefix("refs/heads/")
     return resolve(git, rev, "commit")
@@ -91,59 +93,89 @@ class Target(NamedTuple):
     branch_exists: bool  # False: a remote-tracking branch guessed, to be created
     head_tree: str | None  # the tree HEAD has now (None: unborn HEAD)
     head_commit: str | None  # the commit HEAD is at now (None: unborn HEAD)
+    #: the remote-tracking branch the new branch starts from (``refs/remotes/origin/x``)
+    start: str | None = None
+    #: git's warnings on REV, as ``git checkout REV`` prints them ("refname is ambiguous")
+    said: tuple[str, ...] = ()
 
 
 def resolve_target(git: Git, rev: str) -> Target:
-    """Resolve ``rev`` as git checkout reads it: a local branch of that name wins
-    over a tag or any other reading (git warns "refname is ambiguous" and takes
-    the branch); else any commit-ish; else a unique remote-tracking branch
-    (``--guess``).  One ``cat-file --batch-check`` answers the common case."""
-    if rev and not rev.startswith("-") and "\n" not in rev:
-        names = ["HEAD^{tree}", "HEAD^{commit}"]
-        if rev != "HEAD":  # each lookup of HEAD is several round trips on a network mount
-            names += [f"{rev}^{{commit}}", f"{rev}^{{tree}}"]
-        if is_branch_name(rev):
-            names += [f"refs/heads/{rev}^{{commit}}", f"refs/heads/{rev}^{{tree}}"]
-        found = [f[0] if f else None for f in batch_check(git, names)]
-        head = found[0], found[1]
-        if rev == "HEAD":
-            found[2:2] = [found[1], found[0]]
-        if len(found) > 4 and found[4] and found[5]:
-            return Target(found[4], found[5], rev, True, *head)
-        if found[2] and found[3]:
-            return Target(found[2], found[3], None, False, *head)
-    # Unknown (perhaps a remote branch to guess), or not sayable in a batch line.
-    head = _head_tree_and_commit(git)
-    try:
-        commit = resolve(git, rev, "commit")
-    except UnknownRevisionError:
-        remote = unique_remote_branch(git, rev)
-        if remote is None:
-            raise
-        commit = resolve(git, remote, "commit")
-        return Target(commit, resolve(git, commit, "tree"), rev, False, *head)
-    branch = rev if is_local_branch(git, rev) else None
-    return Target(commit, resolve(git, commit, "tree"), branch, branch is not None, *head)
+    """Resolve ``rev`` as git checkout reads it (builtin/checkout.c parse_branchname_arg):
+    any object name; a local branch of that name wins over a tag or any other reading (git
+    warns "refname is ambiguous" and takes the branch); a commit is checked out, a tree or
+    a blob refused as git refuses them; a name that resolves to nothing may be a unique
+    remote-tracking branch (``--guess``).  One ``cat-file --batch-check`` answers the
+    common case."""
+    if not rev or rev.startswith("-") or "\n" in rev:
+        raise UnknownRevisionError(no_such_revision(rev))
+    names = ["HEAD^{tree}", "HEAD^{commit}"]
+    if rev != "HEAD":  # each lookup of HEAD is several round trips on a network mount
+        names += [f"{rev}^{{commit}}", f"{rev}^{{tree}}", rev]
+    if is_branch_name(rev):
+        names += [f"refs/heads/{rev}^{{commit}}", f"refs/heads/{rev}^{{tree}}"]
+    answers, stderr = batch_check_said(git, names)
+    found = [f[0] if f else None for f in answers]
+    head = found[0], found[1]
+    if rev == "HEAD":
+        found[2:2] = [found[1], found[0], found[1]]
+    said = _ambiguous(rev, stderr)
+    if len(found) > 5 and found[5] and found[6]:
+        return Target(found[5], found[6], rev, True, *head, said=said)
+    if found[4] and not found[3]:
+        # REV resolved, REV^{tree} did not: a blob, or a name the suffix changes the reading
+        # of (":/text^{tree}" searches for that text): peeled by its object id instead
+        found[2:4] = [f[0] if f else None for f in batch_check(git, _peeled(found[4]))]
+    if found[2] and found[3]:
+        return Target(found[2], found[3], None, False, *head, said=said)
+    if found[3]:  # a tree (or a tag of one): checkout.c checkout_branch()
+        raise RevisionRefusedError(f"Cannot switch branch to a non-commit '{rev}'")
+    if found[4]:  # a blob: parse_branchname_arg()
+        raise RevisionRefusedError(f"reference is not a tree: {rev}")
+    if rev == "HEAD":
+        raise UnbornHeadError(no_such_revision(rev))
+    return _guessed(git, rev, head)
 
 
-def _head_tree_and_commit(git: Git) -> tuple[str | None, str | None]:
-    try:
-        return resolve(git, "HEAD", "tree"), resolve(git, "HEAD", "commit")
-    except UnknownRevisionError:  # unborn
-        return None, None
+def _peeled(oid: str) -> list[str]:
+    return [f"{oid}^{{commit}}", f"{oid}^{{tree}}"]
 
 
-def unique_remote_branch(git: Git, name: str) -> str | None:
-    """git checkout's --guess: ``name`` matches exactly one remote-tracking branch."""
-    if not name or name.startswith("-"):
-        return None
-    out = git.out("for-each-ref", "--format=%(refname)", "refs/remotes/")
-    matches = [
-        r
-        for r in out.decode("utf-8", "replace").splitlines()
-        if r.count("/") >= 3 and r.split("/", 3)[3] == name
-    ]
-    return matches[0] if len(matches) == 1 else None
+def _ambiguous(rev: str, stderr: bytes) -> tuple[str, ...]:
+    """git's "refname is ambiguous" warning on ``rev``, once (cat-file gave it per name)."""
+    line = f"warning: refname '{rev}' is ambiguous."
+    return (line,) if line in decode(stderr).splitlines() else ()
+
+
+def _guessed(git: Git, rev: str, head: tuple[str | None, str | None]) -> Target:
+    """A name no object matches: a remote's branch to create (``--guess``), else git's
+    "pathspec did not match" (where REV is a path git would restore it: pcheckout writes
+    whole trees only, docs/git-differences.md)."""
+    if _names_an_id(git, rev):  # a ref (or a full id) naming an object that is missing
+        raise RevisionRefusedError(f"reference is not a tree: {rev}")
+    remote = guess.remote_branch(git, rev)
+    if remote is None:
+        if _is_known_path(git, rev):
+            raise UnknownRevisionError(
+                f"'{rev}' is a path, not a revision: pcheckout checks out whole trees "
+                f"(git checkout -- {rev} restores paths)"
+            )
+        raise UnknownRevisionError(no_such_revision(rev))
+    commit = resolve(git, remote, "commit")
+    tree = resolve(git, commit, "tree")
+    return Target(commit, tree, rev, False, *head, start=remote)
+
+
+def _names_an_id(git: Git, rev: str) -> bool:
+    """Whether ``rev`` names an object id although no object answers it (a dangling ref):
+    git checkout's get_oid_mb() reads it, then finds no tree (parse_branchname_arg())."""
+    proc = git.run("rev-parse", "--quiet", "--verify", rev, ok_codes=(0, 1, 128))
+    return proc.returncode == 0 and bool(proc.stdout.strip())
+
+
+def _is_known_path(git: Git, name: str) -> bool:
+    """Whether ``name`` is a pathspec that matches the index (git checkout then restores it)."""
+    proc = git.run("ls-files", "--error-unmatch", "--", name, ok_codes=(0, 1, 128))
+    return proc.returncode == 0
 
 
 class HeadOutcome(NamedTuple):
@@ -157,6 +189,7 @@ class HeadOutcome(NamedTuple):
     created: bool = False  # the branch was made, tracking a remote one (git's --guess)
     advice: bool = True  # git config advice.detachedHead
     hints: bool = True  # git config advice.statusHints
+    rev: str = "HEAD"  # REV as git names it (``-`` and ``@{-N}`` read as what they name)
 
     def describe(self, rev: str) -> str:
         """A few words for a human: the branch, or what HEAD is detached at."""
@@ -175,11 +208,26 @@ def head_outcome(
     hints = config_bool(config.get("advice.statushints"), True)
     if rev == "HEAD":
         return HeadOutcome(
-            target.commit, old_branch, target.head_commit, old_branch, False, hints=hints
+            target.commit,
+            old_branch,
+            target.head_commit,
+            old_branch,
+            False,
+            advice=advice,
+            hints=hints,
+            rev=rev,
         )
     created = target.branch is not None and not target.branch_exists
     return HeadOutcome(
-        target.commit, target.branch, target.head_commit, old_branch, True, created, advice, hints
+        target.commit,
+        target.branch,
+        target.head_commit,
+        old_branch,
+        True,
+        created,
+        advice,
+        hints,
+        rev,
     )
 
 
@@ -197,19 +245,38 @@ def update_head(
         return move
     if branch is not None:
         ref = f"refs/heads/{branch}"
-        if not target.branch_exists:
-            remote = unique_remote_branch(git, branch)
-            if remote is None:  # pragma: no cover - resolved earlier
-                raise GitError(f"branch {branch} disappeared")
-            git.run("branch", "--track", branch, remote.removeprefix("refs/remotes/"))
-        git.run("symbolic-ref", "-m", f"checkout: moving from {old_name} to {branch}", "HEAD", ref)
+        if not target.branch_exists and target.start is not None:
+            # git checkout's create_branch() with branch.autoSetupMerge's tracking, as git
+            # branch makes it; its reflog: "branch: Created from refs/remotes/origin/x"
+            _moving(git, "", "branch", "--", branch, target.start)
+        message = _reflog_message(git, old_name, branch)
+        _moving(git, "unable to update HEAD", "symbolic-ref", "-m", message, "HEAD", ref)
         return move
-    git.run(
-        "update-ref",
-        "--no-deref",
-        "-m",
-        f"checkout: moving from {old_name} to {rev}",
-        "HEAD",
-        commit,
-    )
+    message = _reflog_message(git, old_name, rev)
+    _moving(git, "", "update-ref", "--no-deref", "-m", message, "HEAD", commit)
     return move
+
+
+def _reflog_message(git: Git, old: str, new: str) -> str:
+    """HEAD's reflog message: GIT_REFLOG_ACTION where the environment sets it (a command
+    running git checkout for itself, as rebase does), else git's own words
+    (builtin/checkout.c update_refs_for_switch())."""
+    action = (git.env if git.env is not None else os.environ).get("GIT_REFLOG_ACTION")
+    return action if action is not None else f"checkout: moving from {old} to {new}"
+
+
+def _moving(git: Git, then: str, *args: str) -> None:
+    """A git command that moves HEAD; its failure is git checkout's, in git's words, one
+    line: a ref's lock held ("Unable to create '.git/HEAD.lock': File exists."), then
+    ``then``, what git checkout dies with after it (builtin/checkout.c
+    update_refs_for_switch())."""
+    # (hooks=True: its reference-transaction hook sees what git's checkout gives it)
+    proc = git.run(*args, ok_codes=(0, 1, 128), hooks=True)
+    if proc.returncode == 0:
+        return
+    said = [
+        line.strip().removeprefix("error: ").removeprefix("fatal: ")
+        for line in decode(proc.stderr).splitlines()
+        if line.strip()
+    ]
+    raise HeadUpdateError(" ".join([*said, then]).strip() or f"git {args[0]} failed")

@@ -83,12 +83,14 @@ class Git:
         if self.version == (0, 0, 0):
             self.version = git_version(self.exe)
 
-    def argv(self, args: Sequence[str]) -> list[str]:
+    def argv(self, args: Sequence[str], *, hooks: bool = False) -> list[str]:
         # --no-pager: no output of ours goes to a terminal's pager, and without it every
         # command that sets up a repository reads all its config files once more
         # (git.c run_builtin: check_pager_config -> read_early_config) to look for
         # pager.<cmd>: on a 1 ms mount ~5 round trips, ~11 with a config.worktree.
-        return [self.exe, "-C", str(self.cwd), "--no-pager", *args]
+        # ``hooks``: a command run where git's checkout runs it, whose hooks must see
+        # what git gives them: without --no-pager (git passes it on as GIT_PAGER=cat).
+        return [self.exe, "-C", str(self.cwd), *([] if hooks else ["--no-pager"]), *args]
 
     def log(self, cmd: Sequence[str]) -> None:
         if self.debug is not None:
@@ -101,8 +103,9 @@ class Git:
         ok_codes: tuple[int, ...] = (0,),
         error: type[GitError] = GitError,
         what: str | None = None,
+        hooks: bool = False,
     ) -> subprocess.CompletedProcess[bytes]:
-        cmd = self.argv(args)
+        cmd = self.argv(args, hooks=hooks)
         self.log(cmd)
         try:
             proc = subprocess.run(
@@ -156,8 +159,9 @@ class Repo(NamedTuple):
 
 def discover(git: Git) -> Repo:
     """Locate the repository that ``git -C cwd`` would use."""
-    if not git.cwd.is_dir():
-        raise NotARepositoryError(f"cannot change to '{git.cwd}': no such directory")
+    if not git.cwd.is_dir():  # git -C's own words (git.c handle_options)
+        why = "Not a directory" if git.cwd.exists() else "No such file or directory"
+        raise NotARepositoryError(f"cannot change to '{git.cwd}': {why}")
     # One git call answers everything (each git process costs ~1.5 ms here).
     proc = git.run(
         "rev-parse",
@@ -171,8 +175,10 @@ def discover(git: Git) -> Repo:
         "--show-cdup",
         ok_codes=(0, 128),
     )
-    if proc.returncode != 0:
-        raise NotARepositoryError(f"not a git repository: {git.cwd}", stderr=proc.stderr)
+    if proc.returncode != 0:  # git's own words: "not a git repository (or any of ...)"
+        said = [line.strip() for line in decode(proc.stderr).splitlines() if line.strip()]
+        text = " ".join(said).removeprefix("fatal: ") or f"not a git repository: {git.cwd}"
+        raise NotARepositoryError(text, stderr=proc.stderr)
     lines = os.fsdecode(proc.stdout).split("\n")
     git_dir = (git.cwd / lines[0]).resolve()
     common = (git.cwd / lines[1]).resolve()

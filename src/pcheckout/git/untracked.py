@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pcheckout.errors import GitError
 from pcheckout.git import ewah
 from pcheckout.git.config import config_bool, parse_bool
+from pcheckout.git.indexformat import decode_varint, encode_varint
 
 __all__ = ["Cache", "after_checkout", "decode", "encode", "setting"]
 
@@ -66,29 +67,6 @@ class Cache:
     root: Dir | None
 
 
-def _varint(data: bytes, off: int) -> tuple[int, int]:
-    """varint.c decode_varint: the value and the offset after it."""
-    c = data[off]
-    off += 1
-    value = c & 0x7F
-    while c & 0x80:
-        c = data[off]
-        off += 1
-        value = ((value + 1) << 7) | (c & 0x7F)
-    return value, off
-
-
-def _put_varint(value: int) -> bytes:
-    """varint.c encode_varint."""
-    out = [value & 0x7F]
-    value >>= 7
-    while value:
-        value -= 1
-        out.append(0x80 | (value & 0x7F))
-        value >>= 7
-    return bytes(reversed(out))
-
-
 def decode(data: bytes, rawsz: int) -> Cache | None:
     """The cache stored in ``data`` (the extension's payload), or None where git's
     ``read_untracked_extension`` rejects it (git then has no cache)."""
@@ -102,7 +80,7 @@ def _decode(data: bytes, rawsz: int) -> Cache | None:
     if len(data) <= 1 or data[-1] != 0:
         return None
     end = len(data) - 1
-    ident_len, off = _varint(data, 0)
+    ident_len, off = decode_varint(data, 0)
     if off + ident_len > end:
         return None
     ident = data[off : off + ident_len]
@@ -116,14 +94,14 @@ def _decode(data: bytes, rawsz: int) -> Cache | None:
     header = data[:off]
     if off >= end:
         return Cache(header, ident, dir_flags, None) if off == end else None
-    count, off = _varint(data, off)
+    count, off = decode_varint(data, off)
     if off > end or count == 0:
         return Cache(header, ident, dir_flags, None) if off == end else None
     order: list[Dir] = []
 
     def read_one(off: int) -> tuple[Dir, int]:
-        n_untracked, off = _varint(data, off)
-        n_dirs, off = _varint(data, off)
+        n_untracked, off = decode_varint(data, off)
+        n_dirs, off = decode_varint(data, off)
         if off > end:
             raise ValueError("truncated")
         eos = data.find(b"\0", off, end)
@@ -200,8 +178,8 @@ def encode(cache: Cache) -> bytes:
             if any(d.exclude_oid):
                 oid_valid.append(i)
                 oids.extend(d.exclude_oid)
-            dirs.extend(_put_varint(len(d.untracked)))
-            dirs.extend(_put_varint(len(d.dirs)))
+            dirs.extend(encode_varint(len(d.untracked)))
+            dirs.extend(encode_varint(len(d.dirs)))
             dirs.extend(d.name + b"\0")
             for name in d.untracked:
                 dirs.extend(name + b"\0")
@@ -209,7 +187,7 @@ def encode(cache: Cache) -> bytes:
                 write_one(sub)
 
         write_one(cache.root)
-        out += _put_varint(index) + dirs
+        out += encode_varint(index) + dirs
         out += ewah.encode(valid) + ewah.encode(check_only) + ewah.encode(oid_valid)
         out += stats + oids + b"\0"
     return SIGNATURE + len(out).to_bytes(4, "big") + bytes(out)
@@ -263,7 +241,7 @@ def new(work_tree: str | os.PathLike[str], config: Mapping[str, str], rawsz: int
         flags = 0
     me = ident(work_tree)
     header = (
-        _put_varint(len(me))
+        encode_varint(len(me))
         + me
         + bytes(2 * STAT_DATA)
         + flags.to_bytes(4, "big")

@@ -547,7 +547,7 @@ def _choose_writer(
         what = "overlay whose upper layer is " if fs is not None and fs.kind == "overlay" else ""
         why = (
             f"{what}{kind} is CPU-bound: git's own parallel checkout inflates in C where it "
-            "writes (docs/benchmarks.md run C: 1.8x faster than pcheckout's engine on tmpfs)"
+            "writes (1.8x faster than pcheckout's engine on tmpfs: docs/benchmarks.md)"
         )
         if not has_parallel:
             return "pcheckout", why + _too_old(git_version, need), "policy"
@@ -564,8 +564,8 @@ def _choose_writer(
     return (
         "pcheckout",
         (
-            f"{kind} is latency-bound: pcheckout's engine keeps many calls in flight (docs/"
-            "benchmarks.md run D: 13x git's default, 3.3x git's best at 1 ms per request)"
+            f"{kind} is latency-bound: pcheckout's engine keeps many calls in flight (13x "
+            "git's default, 3.3x git's best at 1 ms per request: docs/benchmarks.md)"
         ),
         "policy",
     )

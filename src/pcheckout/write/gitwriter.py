@@ -52,7 +52,6 @@ from typing import NamedTuple
 from pcheckout.context import Context, Reporter
 from pcheckout.errors import (
     SHOW_PATHS,
-    GitDiedError,
     GitError,
     GitRefusedError,
     Interrupted,
@@ -68,6 +67,9 @@ Progress = Callable[[int, int], None]
 
 #: git's progress line, in any language: "<title>:  45% (2281/5069)" (progress.c:display()).
 _PROGRESS = re.compile(rb"(\d+)% \((\d+)/(\d+)\)")
+#: git's progress line without a total: "<title>: 0, done." (progress.c:display(): a
+#: sparse checkout's "Updating index flags" under read-tree -v); not one of git's messages.
+_COUNT = re.compile(rb": +\d+(, [^,]+\.)?$")
 
 #: What git says when its checkout refuses to touch the working tree (unpack-trees.c,
 #: setup_unpack_trees_porcelain(): "would be overwritten", "would be removed", "would be lost";
@@ -80,7 +82,7 @@ _REFUSALS = (
     b"would lose untracked files",
     b"not uptodate",
     b"Cannot update submodule",
-    b"resolve your current index first",  # an unmerged index (builtin/checkout.c)
+    b"resolve your current index",  # an unmerged index (unpack-trees.c): nothing changed
 )
 
 
@@ -161,6 +163,10 @@ def switch(
         raise GitError(f"git's writer cannot be given the revision {rev!r}; use --writer pcheckout")
     args = [
         *settings(workers, threshold),
+        # its "refname is ambiguous" warning was relayed when REV was resolved (git/refs.py);
+        # without the warning git stops at the same first match (refs.c repo_dwim_ref)
+        "-c",
+        "core.warnAmbiguousRefs=false",
         "checkout",
         "-q",
         "--progress" if progress is not None else "--no-progress",
@@ -213,7 +219,7 @@ def submodule_tree(
     returned, not raised: the caller says git's lines and goes on, as git's checkout does."""
     args = [*prefix, "read-tree", *(["--recurse-submodules"] if recurse else []), "-u"]
     args += ["--reset", *trees] if len(trees) == 1 else ["-m", *trees]
-    return sub.run(*args, ok_codes=(0, 1, 128))
+    return sub.run(*args, ok_codes=(0, 1, 128), hooks=True)  # (its post-index-change)
 
 
 def _run(
@@ -274,7 +280,8 @@ def _line(part: bytes, messages: list[bytes], progress: Progress | None, updated
         if progress is not None:
             progress(done, total)
         return total
-    messages.append(part)
+    if _COUNT.search(part) is None:
+        messages.append(part)
     return updated
 
 
@@ -301,12 +308,13 @@ def _error(command: str, code: int, messages: list[bytes], cmd: list[str]) -> Ex
     raw = b"\n".join(messages)
     if any(r in raw for r in _REFUSALS):
         refused = GitRefusedError(f"git checkout refused: {text}")
-        if code == GitDiedError.exit_code:  # (git checkout -f dies of its refusals)
+        if code == 128:  # (git checkout -f dies of its refusals)
             refused.exit_code = code
         return refused
-    if code == GitDiedError.exit_code:  # die(): git's status passes through
-        return GitDiedError(f"git {command} failed: {text}", cmd=cmd)
-    return GitError(f"git {command} failed: {text}", cmd=cmd)
+    error = GitError(f"git {command} failed: {text}", cmd=cmd)
+    if code == 128:  # git died (a lock held, a corrupt object): its exit code, as git's own
+        error.exit_code = code
+    return error
 
 
 def _strip(message: bytes) -> str:

@@ -14,7 +14,7 @@ from pcheckout.context import Context
 from pcheckout.errors import PcheckoutError, quote_path
 from pcheckout.fs.detect import FsInfo
 from pcheckout.fs.files import unpack_stat
-from pcheckout.git import cachetree, sparseindex, untracked
+from pcheckout.git import cachetree, fsmonitor, sparseindex, untracked
 from pcheckout.git import index as ix
 from pcheckout.git import splitindex as si
 from pcheckout.git.config import config_bool
@@ -289,6 +289,9 @@ class KeptEntries(NamedTuple):
     #: the untracked cache's extension as git's checkout leaves it (git/untracked.py; b"":
     #: none)
     untracked: bytes = b""
+    #: the fsmonitor extension's token and entries' state to keep (git/fsmonitor.py; None:
+    #: none is written)
+    fsmonitor: fsmonitor.Kept | None = None
     #: written paths whose entries keep the skip-worktree bit (set without a sparse
     #: checkout: git carries it to the entry it writes)
     skip: frozenset[bytes] = frozenset()
@@ -328,7 +331,9 @@ def write_switch_index(
         cache = _cache_tree(
             ctx, ((e.path, e.mode, e.oid, bool(e.extended_flags & ita)) for e in entries), tree
         )
-    extensions = cache + kept.untracked  # (git's order: TREE, then UNTR)
+    extensions = cache + kept.untracked  # (git's order: TREE, UNTR, FSMN)
+    if kept.fsmonitor is not None:
+        extensions += fsmonitor.extension(kept.fsmonitor, ((e.path, e.mode) for e in entries))
     if _split(ctx, kept):
         linked = kept.split.linked if kept.split is not None else {}
         tied = {k: linked[k] for k in map(ix.sort_key, kept.keep) if k in linked}

@@ -26,7 +26,8 @@ record carries a CRC-32, so a batch torn by a kill is recognised and dropped;
 a resuming run cuts the file back to its last whole record before appending.
 
 The header is text (``pcheckout-in-progress 2``, ``commit``, ``tree``,
-``conversion``, ``kind``, ``also``, an empty line).  ``kind`` is ``fresh`` (a checkout
+``conversion``, ``kind``, ``also``, ``clone`` where the run is git clone's checkout, an
+empty line).  ``kind`` is ``fresh`` (a checkout
 into a work tree without an index: records follow) or ``switch`` (a populated work tree
 moving to ``tree``: no records, the index and HEAD still name where it came from);
 ``also`` lists the other trees that interrupted runs before this one were writing or
@@ -88,6 +89,7 @@ class Previous:
     version: int = 2
     kind: str = "fresh"  # "fresh" or "switch" (see the module docstring)
     also: tuple[str, ...] = ()  # the other trees interrupted runs were writing or leaving
+    clone: bool = False  # git clone's checkout: its re-run finishes it as git clone would
 
     @property
     def trees(self) -> tuple[str, ...]:
@@ -138,6 +140,7 @@ def parse(data: bytes) -> Previous:
         pos,
         kind=fields.get("kind", "fresh"),
         also=tuple(fields.get("also", "").split()),
+        clone=fields.get("clone", "0") == "1",
     )
 
 
@@ -149,12 +152,13 @@ class Header(NamedTuple):
     conversion: bool
     kind: str = "fresh"
     also: tuple[str, ...] = ()
+    clone: bool = False
 
     def encode(self) -> bytes:
         also = " ".join(t for t in self.also if t != self.tree)
         text = (
             f"commit {self.commit}\ntree {self.tree}\nconversion {int(self.conversion)}\n"
-            f"kind {self.kind}\nalso {also}\n\n"
+            f"kind {self.kind}\nalso {also}\n" + ("clone 1\n" if self.clone else "") + "\n"
         )
         return MAGIC + text.encode()
 

@@ -11,17 +11,22 @@ import shutil
 import stat as stat_mod
 from collections.abc import Collection, Sequence
 
-from pcheckout.errors import WriteError
+from pcheckout.errors import WriteError, decode
 from pcheckout.fs.files import full_path
 from pcheckout.fs.parallel import in_shares
 from pcheckout.git.tree import Entry
 
-__all__ = ["delete_parallel", "remove_empty_dirs", "remove_expendable"]
+__all__ = ["delete_parallel", "remove_empty_dirs", "remove_expendable", "rmdir_warning"]
 
 
-def delete_parallel(root_b: bytes, paths: Sequence[bytes], threads: int, min_share: int) -> None:
+def delete_parallel(
+    root_b: bytes, paths: Sequence[bytes], threads: int, min_share: int
+) -> list[tuple[bytes, OSError]]:
     """Unlink ``paths`` (a gitlink's directory only if empty) on up to ``threads``
-    threads, each given at least ``min_share`` of them."""
+    threads, each given at least ``min_share`` of them; the gitlinks' directories left,
+    with why (a populated submodule's: git warns of each, unpack-trees.c ``unlink_entry``
+    -> ``rmdir_or_warn``)."""
+    kept: list[tuple[bytes, OSError]] = []
 
     def rm(p: bytes) -> None:
         full = full_path(root_b, p)
@@ -31,14 +36,36 @@ def delete_parallel(root_b: bytes, paths: Sequence[bytes], threads: int, min_sha
             return
         try:
             if stat_mod.S_ISDIR(st.st_mode):  # a gitlink's directory: only if empty
-                with contextlib.suppress(OSError):
+                try:
                     os.rmdir(full)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    kept.append((p, exc))  # (list.append: one at a time)
             else:
                 os.unlink(full)
         except OSError as exc:
             raise WriteError(p, exc) from None
 
     in_shares(rm, list(paths), threads, min_share)
+    return sorted(kept, key=lambda k: k[0])
+
+
+def rmdir_warning(path: bytes, exc: OSError) -> str:
+    """git's warning for a directory it could not remove (wrapper.c
+    ``warn_if_unremovable``: "unable to rmdir '<path>': <strerror>")."""
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    return f"warning: unable to rmdir '{decode(path)}': {reason}"
+
+
+def _cwd_in(root_b: bytes) -> bytes:
+    """The process's working directory, relative to the work tree (b"" where it is outside):
+    since 2.35 git removes no directory a command was started in (setup.c original_cwd)."""
+    try:
+        rel = os.path.relpath(os.getcwdb(), os.path.realpath(root_b))
+    except (OSError, ValueError):  # the cwd is gone already
+        return b""
+    return b"" if rel == b"." or rel.startswith(b"..") else rel
 
 
 def remove_empty_dirs(root_b: bytes, deleted: Collection[bytes], written: Sequence[Entry]) -> None:
@@ -57,6 +84,7 @@ def remove_empty_dirs(root_b: bytes, deleted: Collection[bytes], written: Sequen
         while d and d not in candidates:
             candidates.add(d)
             d = d.rpartition(b"/")[0]
+    needed.add(_cwd_in(root_b))  # git keeps the process's directory (dir.c remove_path)
     for d in sorted(candidates - needed, key=lambda x: x.count(b"/"), reverse=True):
         # not empty (untracked files) or already gone: keep it, as git does
         with contextlib.suppress(OSError):
