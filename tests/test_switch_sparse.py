@@ -207,3 +207,30 @@ def test_a_sparse_index_is_written_as_git_writes_it(tmp_path: Path, cone: list[s
             _index_bytes(ours).split(b"TREE", 1)[1][:-20]
             == _index_bytes(theirs).split(b"TREE", 1)[1][:-20]
         )
+
+
+def test_a_sparse_index_keeps_the_fsmonitor_extension_as_git(tmp_path: Path) -> None:
+    # with core.fsmonitor git's sparse index keeps FSMN (before sdir), its bitmap over the
+    # collapsed entries; the hook answers one token and no change, so git's bytes are known
+    src = make_repo(tmp_path, TREE)
+    git(src, "tag", "v1")
+    write_tree_files(src, {b"a/x": b"11\n", b"c/d/e": b"55\n", b"b/z": b"33\n"})
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "two")
+    hook = tmp_path / "fsmonitor"
+    hook.write_text("#!/bin/sh\nprintf 'the-token\\0'\n")
+    hook.chmod(0o755)
+    ours, theirs = (
+        clone_no_checkout(src, tmp_path / n, {"core.fsmonitor": str(hook)})
+        for n in ("ours", "theirs")
+    )
+    for w in (ours, theirs):
+        git(w, "sparse-checkout", "set", "--cone", "--sparse-index", "a", "c/d")
+        git(w, "checkout", "-q", "v1")
+        git(w, "status", "--porcelain")  # (git adds the extension, the hook's token)
+    git(theirs, "checkout", "-q", "main")
+    checkout(CheckoutOptions(directory=ours, rev="main"))
+    assert _extensions(_index_bytes(ours)) == _extensions(_index_bytes(theirs))
+    assert _extensions(_index_bytes(ours)) == [b"TREE", b"FSMN", b"sdir"]
+    fsmn = [_index_bytes(w).split(b"FSMN", 1)[1].split(b"sdir")[0] for w in (ours, theirs)]
+    assert fsmn[0] == fsmn[1]

@@ -129,7 +129,7 @@ def write_fresh_index(
                 config=ctx.config,
                 rawsz=HASH_SIZES[layout.hash_name],
             )
-        _write_sparse(ctx, full, sparsity, layout, (tree, untracked_ext), lock)
+        _write_sparse(ctx, full, sparsity, layout, _Around(tree, untracked_ext), lock)
         return
     n = len(entries)
     order: Iterable[int] = range(n)
@@ -196,29 +196,39 @@ def _skipped(e: Entry) -> ix.IndexEntry:
 _NO_STAT = (0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
+class _Around(NamedTuple):
+    """What a sparse index is written with besides its entries."""
+
+    tree: str  # the tree checked out (its cache tree)
+    untracked: bytes = b""  # the untracked cache's extension (b"": none)
+    fsmonitor: fsmonitor.Kept | None = None  # the fsmonitor extension's state to keep
+
+
 def _write_sparse(
     ctx: Context,
     entries: list[ix.IndexEntry],
     sparsity: Sparsity,
     layout: si.Layout,
-    after: tuple[str, bytes],
+    around: _Around,
     lock: IndexLock | None,
 ) -> None:
     """A full index's ``entries`` (in index order) written collapsed, as git writes a
-    sparse index (``git/sparseindex.py``): its cache tree, then ``after``'s untracked
-    cache extension, then ``sdir``; ``after``: the tree checked out and that extension."""
-    tree, untracked_ext = after
+    sparse index (``git/sparseindex.py``): its cache tree, the untracked cache, the
+    fsmonitor extension over the collapsed entries, then ``sdir``."""
     entries = sparseindex.collapse(entries, sparsity, layout.hash_name)
     ita = ix.EXT_FLAG_INTENT_TO_ADD
-    cache = _cache_tree(
-        ctx, ((e.path, e.mode, e.oid, bool(e.extended_flags & ita)) for e in entries), tree
+    extensions = _cache_tree(
+        ctx, ((e.path, e.mode, e.oid, bool(e.extended_flags & ita)) for e in entries), around.tree
     )
+    extensions += around.untracked
+    if around.fsmonitor is not None:
+        extensions += fsmonitor.extension(around.fsmonitor, ((e.path, e.mode) for e in entries))
     data = ix.encode_index(
         entries,
         version=layout.version,
         hash_name=layout.hash_name,
         skip_hash=layout.skip_hash,
-        extensions=cache + untracked_ext,
+        extensions=extensions,
         sparse_directories=True,
     )
     _commit(ctx, data, lock)
@@ -323,7 +333,9 @@ def write_switch_index(
     entries.sort(key=ix.sort_key)
     sparse = kept.sparsity
     if sparse is not None and sparseindex.wanted(sparse, ctx.config, _split(ctx, kept)):
-        _write_sparse(ctx, entries, sparse, layout, (tree, kept.untracked), lock)
+        _write_sparse(
+            ctx, entries, sparse, layout, _Around(tree, kept.untracked, kept.fsmonitor), lock
+        )
         return
     cache = b""
     if not any(e.stage for e in entries):  # (git writes no cache tree for an unmerged index)
