@@ -132,13 +132,7 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     # (absent ones too: the directories made for them go once empty)
     strays = sorted(p for p in left.ours if p not in tables.in_index)
     split = split._replace(remove=sorted({*split.remove, *strays}))
-    tracked = tables.in_index.keys() | left.ours
-    folded = None
-    if config_bool(ctx.config.get("core.ignorecase"), False):  # (git's own: no probe)
-        folded = folded_index(tables.in_index.values())
-    gitlinks = {p for p, e in tables.in_index.items() if e.mode == MODE_GITLINK}
-    way = Way(split.write, split.remove, tracked, tables.target, opts.force, gitlinks, folded)
-    expendable = refuse_untracked_in_the_way(look, way)
+    expendable = _in_the_way(run, look, tables, split, left)
     recurse = recursing(ctx, opts.clone)
     switching = Switching(
         run.root,
@@ -168,6 +162,22 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         expendable,
     )
     return _plan(run, tables, _smudged(look, plan.keep), split, facts)
+
+
+def _in_the_way(
+    run: Run, look: Look, tables: _Tables, split: SparseMoves, left: Leftovers
+) -> list[bytes]:
+    """Untracked files in the way of what the switch writes refuse it; the ignored ones in
+    the way, returned, are removed (``decide/worktree.py``)."""
+    config = run.ctx.config
+    tracked = tables.in_index.keys() | left.ours
+    folded = None
+    if config_bool(config.get("core.ignorecase"), False):  # (git's own: no probe)
+        folded = folded_index(tables.in_index.values())
+    gitlinks = {p for p, e in tables.in_index.items() if e.mode == MODE_GITLINK}
+    force = run.opts.force
+    way = Way(split.write, split.remove, tracked, tables.target, force, gitlinks, folded)
+    return refuse_untracked_in_the_way(look, way)
 
 
 def _fsmonitor(

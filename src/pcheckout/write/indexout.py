@@ -94,42 +94,41 @@ def index_entry(e: Entry, packed: bytes) -> ix.IndexEntry:
     )
 
 
+class Outside(NamedTuple):
+    """A fresh checkout's sparse checkout: per entry, whether it is outside (recorded with
+    the skip-worktree bit, not written), and the rules (where git keeps a sparse index)."""
+
+    skip_worktree: Sequence[bool]
+    sparsity: Sparsity | None = None
+
+
 def write_fresh_index(
     ctx: Context,
     entries: Sequence[Entry],
     outcome: Outcome,
     *,
     tree: str,
-    skip_worktree: Sequence[bool] | None = None,
+    outside: Outside | None = None,
     lock: IndexLock | None = None,
-    sparsity: Sparsity | None = None,
 ) -> None:
     """The index for a fresh checkout of ``tree`` (its id), encoded straight from its
     entries and stat data (their racy timestamps settled: :func:`settle`), committed
-    through ``lock`` (held since the run began) if given.  Entries
-    flagged in ``skip_worktree`` (outside a sparse checkout, not written) get
-    git's skip-worktree bit; the index is then version 3 (or stays 4).  ``sparsity``:
-    the sparse checkout's rules, where git may keep a sparse index."""
+    through ``lock`` (held since the run began) if given.  Entries ``outside`` a sparse
+    checkout (not written) get git's skip-worktree bit; the index is then version 3 (or
+    stays 4), or a sparse index where git keeps one."""
     stats = outcome.stats
-    skip = skip_worktree if skip_worktree is not None and any(skip_worktree) else None
+    skip = outside.skip_worktree if outside is not None and any(outside.skip_worktree) else None
     split = si.wants_split(ctx.config, None)
+    layout = _layout(ctx, index_version(ctx.config, ctx.environ))
+    sparsity = outside.sparsity if outside is not None else None
     if sparsity is not None and sparseindex.wanted(sparsity, ctx.config, split):
         full = [
             _skipped(e) if skip is not None and skip[i] else index_entry(e, _packed(e, stats[i]))
             for i, e in enumerate(entries)
         ]
         full.sort(key=ix.sort_key)
-        layout = _layout(ctx, index_version(ctx.config, ctx.environ))
-        untracked_ext = b""
-        if ctx.repo.work_tree is not None:
-            untracked_ext = untracked.after_checkout(
-                None,
-                (),
-                work_tree=ctx.repo.work_tree,
-                config=ctx.config,
-                rawsz=HASH_SIZES[layout.hash_name],
-            )
-        _write_sparse(ctx, full, sparsity, layout, _Around(tree, untracked_ext), lock)
+        around = _Around(tree, _first_untracked(ctx, layout.hash_name))
+        _write_sparse(ctx, full, sparsity, layout, around, lock)
         return
     n = len(entries)
     order: Iterable[int] = range(n)
@@ -148,22 +147,13 @@ def write_fresh_index(
                 continue
             yield e.path, index_fields(e, _packed(e, packed)), 0, 0
 
-    layout = _layout(ctx, index_version(ctx.config, ctx.environ))
     fromhex = bytes.fromhex
     extensions = _cache_tree(
         ctx,
         ((e.path, e.mode, fromhex(e.oid), False) for e in map(entries.__getitem__, order)),
         tree,
     )
-    # (git's first checkout starts an empty untracked cache where the config asks for one)
-    if ctx.repo.work_tree is not None:
-        extensions += untracked.after_checkout(
-            None,
-            (),
-            work_tree=ctx.repo.work_tree,
-            config=ctx.config,
-            rawsz=HASH_SIZES[layout.hash_name],
-        )
+    extensions += _first_untracked(ctx, layout.hash_name)
     data = ix.encode_rows(
         rows(),
         n,
@@ -176,6 +166,15 @@ def write_fresh_index(
         ),
     )
     _commit(ctx, si.around_shared(bytes(data), layout, extensions) if split else data, lock)
+
+
+def _first_untracked(ctx: Context, hash_name: str) -> bytes:
+    """The untracked cache a first checkout starts (empty) where the config asks for one."""
+    if ctx.repo.work_tree is None:
+        return b""
+    return untracked.after_checkout(
+        None, (), work_tree=ctx.repo.work_tree, config=ctx.config, rawsz=HASH_SIZES[hash_name]
+    )
 
 
 def _packed(e: Entry, packed: bytes | None) -> bytes:
