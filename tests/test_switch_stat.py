@@ -231,6 +231,8 @@ def test_force_over_an_assume_unchanged_file_edited_as_git(
         assert proc.returncode == 0, proc.stderr
         checkout(CheckoutOptions(directory=ours, rev="v2", force=True))
         assert_same_as_git(ours, theirs)
+        # the entry written again keeps its bit (keep_entry: the old entry, its flags)
+        assert git(ours, "ls-files", "-v") == git(theirs, "ls-files", "-v")
 
 
 def test_force_writes_a_touched_file_again_as_git(tmp_path: Path, repo: Path) -> None:

@@ -393,6 +393,7 @@ def _plan(
             else None,
             skip=_carried(tables.in_index, split.write) if facts.sparsity is None else frozenset(),
             sparsity=facts.sparsity,
+            assumed=_assumed(tables, split.write),
         ),
         head=HeadMove(opts.rev, run.target),
         earlier=_earlier(run),
@@ -448,6 +449,20 @@ def _carried(index: Mapping[bytes, ix.IndexEntry], written: list[bytes]) -> froz
     """The written paths whose entries keep their skip-worktree bit: without a sparse
     checkout git moves the bit to the new entry (unpack-trees.c merged_entry)."""
     return frozenset(p for p in written if p in index and index[p].extended_flags & SKIP)
+
+
+def _assumed(tables: _Tables, written: list[bytes]) -> frozenset[bytes]:
+    """The written paths whose entries keep their assume-unchanged bit: those whose entry
+    stays what it was, written again (--force): git keeps the old entry (unpack-trees.c
+    oneway_merge keep_entry); a changed one is a new entry, without it."""
+    out = []
+    for p in written:
+        e, m = tables.in_index.get(p), tables.target.get(p)
+        if e is None or m is None or not e.flags & ix.FLAG_ASSUME_VALID:
+            continue
+        if (e.mode, e.oid.hex()) == (m.mode, m.oid):
+            out.append(p)
+    return frozenset(out)
 
 
 def _earlier(run: Run) -> tuple[str, ...]:

@@ -305,6 +305,9 @@ class KeptEntries(NamedTuple):
     #: checkout: git carries it to the entry it writes)
     skip: frozenset[bytes] = frozenset()
     sparsity: Sparsity | None = None  # the sparse checkout's rules (a sparse index's cone)
+    #: written paths whose entries keep the assume-unchanged bit (a kept entry --force
+    #: writes again: git keeps the old entry, its flags)
+    assumed: frozenset[bytes] = frozenset()
 
 
 def write_switch_index(
@@ -326,6 +329,8 @@ def write_switch_index(
         entry = index_entry(e, st)
         if e.path in kept.skip:
             entry = dataclasses.replace(entry, extended_flags=ix.EXT_FLAG_SKIP_WORKTREE)
+        if e.path in kept.assumed:
+            entry = dataclasses.replace(entry, flags=ix.FLAG_ASSUME_VALID)
         entries.append(entry)
     entries += kept.recorded
     layout = _layout(ctx, kept.version)
