@@ -10,6 +10,7 @@ git clone and one pcheckout checkout of it.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -158,6 +159,48 @@ def test_required_filter_failure_names_path_and_filter(tmp_path: Path) -> None:
         checkout(CheckoutOptions(directory=ours, workers=1))
     assert not (ours / ".git" / "index").exists()  # nothing recorded
     assert not (ours / "sub" / "x.bad").exists()
+
+
+def _git_checkout(work: Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        ["git", "-C", str(work), "checkout", "-q", "-f", "main"], capture_output=True
+    )
+
+
+@pytest.mark.parametrize("writer", ["pcheckout", "git"], indirect=True)
+def test_a_required_filter_that_fails_exits_with_gits_status(tmp_path: Path, writer: str) -> None:
+    # git's checkout dies (exit 128) on a required filter that fails; so does pcheckout
+    src = init_raw(tmp_path / "src", {b".gitattributes": b"*.bad filter=bad\n", b"x.bad": b"d\n"})
+    cfg = {"filter.bad.smudge": "false", "filter.bad.required": "true"}
+    theirs = clone_no_checkout(src, tmp_path / "theirs", cfg)
+    assert _git_checkout(theirs).returncode == 128
+    ours = clone_no_checkout(src, tmp_path / "ours", cfg)
+    proc = run_cli("checkout", "-C", str(ours), "--writer", writer, "-q")
+    assert proc.returncode == 128, proc.stderr
+    assert "x.bad" in proc.stderr and "smudge filter bad failed" in proc.stderr
+    assert not (ours / ".git" / "index").exists()
+
+
+@pytest.mark.parametrize("writer", ["pcheckout", "git"], indirect=True)
+def test_a_required_filter_without_a_command_as_git_checkout_meets_it(
+    tmp_path: Path, writer: str
+) -> None:
+    # filter.<x>.required with no smudge command: git's checkout streams a path nothing
+    # else converts, without the driver (entry.c: get_stream_filter), and writes it as
+    # stored; a path it converts in core (text=auto here) dies, "smudge filter x failed"
+    # (convert.c: apply_filter finds no command).  The engine sent both to git's filters.
+    files = {b".gitattributes": b"*.a filter=nope\n", b"f.a": b"x\n", b"g.a": b"y\n"}
+    src = init_raw(tmp_path / "src", files)
+    cfg = {"filter.nope.required": "true"}
+    theirs = git_checkout_clone(src, tmp_path / "theirs", cfg)
+    ours = clone_no_checkout(src, tmp_path / "ours", cfg)
+    checkout(CheckoutOptions(directory=ours))
+    assert_like_git(ours, theirs)  # (git status dies here: "clean filter 'nope' failed")
+    commit_raw(src, {**files, b".gitattributes": b"*.a filter=nope text=auto\n"})
+    assert _git_checkout(clone_no_checkout(src, tmp_path / "again", cfg)).returncode == 128
+    again = clone_no_checkout(src, tmp_path / "ours-again", cfg)
+    proc = run_cli("checkout", "-C", str(again), "--writer", writer, "-q")
+    assert proc.returncode == 128 and "smudge filter nope failed" in proc.stderr, proc.stderr
 
 
 def test_attributes_of_the_target_not_of_head(tmp_path: Path) -> None:

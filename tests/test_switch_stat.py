@@ -9,7 +9,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import assert_same_as_git, clone_no_checkout, git, make_repo, write_tree_files
+from helpers import (
+    assert_same_as_git,
+    clone_no_checkout,
+    git,
+    make_repo,
+    run_cli,
+    write_tree_files,
+)
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.errors import DestinationError
@@ -121,3 +128,120 @@ def test_a_racily_clean_kept_file_edited_in_the_index_second_stays_modified_as_i
     checkout(CheckoutOptions(directory=ours, rev="v2"))
     assert git(theirs, "status", "--porcelain") == b" M same.txt\n"
     assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")
+
+
+def _racy(work: Path, path: str) -> None:
+    """The index file dated in ``path``'s second: every entry written with it is racily
+    clean, and content decides."""
+    st = os.stat(work / path)
+    os.utime(work / ".git" / "index", ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+@pytest.mark.parametrize(
+    "config, attributes",
+    [
+        ({"core.autocrlf": "true"}, b""),
+        ({"core.autocrlf": "input"}, b""),
+        ({}, b"* text=auto\n"),
+        ({"core.autocrlf": "true"}, b"*.txt text=auto\n"),
+    ],
+)
+def test_a_crlf_blob_racily_clean_is_no_local_change_as_in_git(
+    tmp_path: Path, config: dict[str, str], attributes: bytes
+) -> None:
+    # text=auto never converts a path whose indexed blob has a CR (convert.c
+    # has_crlf_in_index): the CRLF file matches its blob.  Hashed without the index it
+    # cleaned to LF, and the switch refused it as a local change.
+    src = make_repo(tmp_path, {b"crlf.txt": b"a\r\nb\r\n", b"kept.txt": b"k\r\nl\r\n"})
+    if attributes:
+        write_tree_files(src, {b".gitattributes": attributes})
+        git(src, "add", ".gitattributes")
+        git(src, "commit", "-qm", "attributes")
+    git(src, "tag", "v1")
+    write_tree_files(src, {b"crlf.txt": b"a\r\nc\r\n"})
+    git(src, "-c", "core.autocrlf=false", "commit", "-qam", "two")
+    git(src, "tag", "v2")
+    assert git(src, "cat-file", "blob", "v2:crlf.txt") == b"a\r\nc\r\n"
+    ours, theirs = (clone_no_checkout(src, tmp_path / n, config) for n in ("ours", "theirs"))
+    for w in (ours, theirs):
+        git(w, "checkout", "-q", "v1")
+        _racy(w, "kept.txt")
+    assert _git_switch(theirs, "v2").returncode == 0
+    checkout(CheckoutOptions(directory=ours, rev="v2"))
+    assert_same_as_git(ours, theirs)
+
+
+def _conflicted(work: Path) -> None:
+    """A merge left unmerged: a.txt in conflict (stages 1-3), new.txt added by both."""
+    git(work, "checkout", "-q", "-b", "side")
+    write_tree_files(work, {b"a.txt": b"side\n", b"new.txt": b"side\n"})
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "side")
+    git(work, "checkout", "-q", "-")
+    write_tree_files(work, {b"a.txt": b"here\n", b"new.txt": b"here\n"})
+    git(work, "add", "-A")
+    git(work, "commit", "-qm", "here")
+    assert subprocess.run(["git", "-C", str(work), "merge", "-q", "side"]).returncode == 1
+
+
+@pytest.mark.parametrize("force", [False, True], ids=["refused", "forced"])
+def test_an_unmerged_index_as_git_checkout_treats_it(
+    tmp_path: Path, repo: Path, force: bool
+) -> None:
+    # git refuses ("you need to resolve your current index first"); with --force it resets
+    # the conflicted paths to the target's entries (oneway_merge), and so does pcheckout.
+    ours, theirs = _pair(tmp_path, repo, {})
+    for w in (ours, theirs):
+        git(w, "checkout", "-q", "-b", "work")
+        _conflicted(w)
+    args = ["git", "-C", str(theirs), "checkout", "-q", *(["-f"] if force else []), "v2"]
+    proc = subprocess.run(args, capture_output=True)
+    assert proc.returncode == (0 if force else 1), proc.stderr
+    if force:
+        checkout(CheckoutOptions(directory=ours, rev="v2", force=True))
+        assert_same_as_git(ours, theirs)
+    else:
+        with pytest.raises(DestinationError, match="you need to resolve your current index first"):
+            checkout(CheckoutOptions(directory=ours, rev="v2"))
+        assert git(ours, "ls-files", "-s") == git(theirs, "ls-files", "-s")
+
+
+@pytest.mark.parametrize("path", ["same.txt", "a.txt"], ids=["kept", "changed"])
+def test_force_over_an_assume_unchanged_file_edited_as_git(
+    tmp_path: Path, repo: Path, path: str
+) -> None:
+    # git checkout -f looks at an assume-unchanged file by its stat data
+    # (verify_uptodate_1, oneway_merge): a kept one edited is restored; one the switch
+    # changes stops it, "Entry 'a.txt' not uptodate. Cannot merge." (exit 128).  The
+    # engine's refresh skipped them: it kept the edit, or overwrote it.
+    ours, theirs = _pair(tmp_path, repo, {})
+    for w in (ours, theirs):
+        git(w, "update-index", "--assume-unchanged", path)
+        (w / path).write_bytes(b"edited\n")
+    proc = subprocess.run(
+        ["git", "-C", str(theirs), "checkout", "-q", "-f", "v2"], capture_output=True
+    )
+    if path == "a.txt":
+        assert proc.returncode == 128 and b"Entry 'a.txt' not uptodate" in proc.stderr
+        err = run_cli("checkout", "-C", str(ours), "-f", "v2")
+        assert err.returncode == 128 and "Entry 'a.txt' not uptodate. Cannot merge." in err.stderr
+        assert (ours / path).read_bytes() == b"edited\n"
+        assert git(ours, "rev-parse", "HEAD") == git(theirs, "rev-parse", "HEAD")
+    else:
+        assert proc.returncode == 0, proc.stderr
+        checkout(CheckoutOptions(directory=ours, rev="v2", force=True))
+        assert_same_as_git(ours, theirs)
+        # the entry written again keeps its bit (keep_entry: the old entry, its flags)
+        assert git(ours, "ls-files", "-v") == git(theirs, "ls-files", "-v")
+
+
+def test_force_writes_a_touched_file_again_as_git(tmp_path: Path, repo: Path) -> None:
+    # git checkout -f writes again a kept file whose stat data changed, its content the
+    # same (no refresh first): the index then has its new file's stat data.
+    ours, theirs = _pair(tmp_path, repo, {})
+    for w in (ours, theirs):
+        os.utime(w / "same.txt", (1e9, 1e9))
+    git(theirs, "checkout", "-q", "-f", "v2")
+    checkout(CheckoutOptions(directory=ours, rev="v2", force=True))
+    assert_same_as_git(ours, theirs)
+    assert (ours / "same.txt").stat().st_mtime > 1e9

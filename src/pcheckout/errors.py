@@ -16,10 +16,12 @@ that is *not* a ``PcheckoutError`` is a bug and is shown with a traceback.
     │   ├── HeadUpdateError     HEAD could not be moved (its lock held): git's words, 128
     │   ├── CatFileError        a cat-file worker died, lied or was truncated
     │   │   └── MissingObjectError  the object is not in the repository
-    │   └── FilterError         git's filters failed on a path (names the path and filter)
+    │   ├── FilterError         git's filters failed on a path (names the path and filter)
+    │   └── GitDiedError        git's own checkout (the git writer) died; git's message, 128
     ├── DestinationError        the working tree is not in a state we may write to
     │   ├── WorktreeNotEmptyError
     │   ├── LocalChangesError   a switch would overwrite local changes
+    │   │   └── AssumedChangedError  --force over a changed assume-unchanged file (128)
     │   ├── UntrackedInTheWayError  a switch would overwrite untracked files
     │   └── GitRefusedError     git's own checkout (the git writer) refused; git's message
     ├── IndexFileError          the index could not be read or written
@@ -66,6 +68,24 @@ def quote_paths(paths: list[bytes]) -> str:
     shown = ", ".join(quote_path(p) for p in sorted(paths)[:SHOW_PATHS])
     more = len(paths) - SHOW_PATHS
     return shown + (f" and {more} more" if more > 0 else "")
+
+
+#: git's own sentences when its checkout refuses (unpack-trees.c
+#: setup_unpack_trees_porcelain, "checkout" and "switch branches"), said by either writer
+LOCAL_CHANGES = (
+    "Your local changes to the following files would be overwritten by checkout:",
+    "Please commit your changes or stash them before you switch branches.",
+)
+UNTRACKED = (
+    "The following untracked working tree files would be overwritten by checkout:",
+    "Please move or remove them before you switch branches.",
+)
+
+
+def refusal(words: tuple[str, str], paths: list[bytes]) -> str:
+    """git's refusal on one line: its header, the paths, its advice and "Aborting"."""
+    header, advice = words
+    return f"{header} {quote_paths(paths)}; {advice} Aborting"
 
 
 class PcheckoutError(Exception):
@@ -138,7 +158,17 @@ class CatFileError(GitError):
 
 
 class FilterError(GitError):
-    """git's checkout conversion of one path failed (a filter driver, an encoding)."""
+    """git's checkout conversion of one path failed (a filter driver, an encoding): git's
+    checkout dies of it (``fatal:``), exit status 128."""
+
+    exit_code = 128
+
+
+class GitDiedError(GitError):
+    """git's own checkout, writing for pcheckout, died (``fatal:``, status 128): its
+    message, its status."""
+
+    exit_code = 128
 
 
 class CorruptObjectError(GitError):
@@ -171,6 +201,13 @@ class WorktreeNotEmptyError(DestinationError):
 class LocalChangesError(DestinationError):
     """A switch would overwrite local changes to tracked files (git's "Your local
     changes to the following files would be overwritten by checkout")."""
+
+
+class AssumedChangedError(LocalChangesError):
+    """``--force`` would overwrite an assume-unchanged file the user changed: git's
+    checkout -f dies of it (exit 128)."""
+
+    exit_code = 128
 
 
 class UntrackedInTheWayError(DestinationError):

@@ -26,7 +26,7 @@ from pcheckout.git.promisor import Fetched
 from pcheckout.git.promisor import fetch as fetch_blobs
 from pcheckout.write import partial
 from pcheckout.write.engine import Outcome
-from pcheckout.write.indexout import settle, write_fresh_index, write_switch_index
+from pcheckout.write.indexout import Outside, settle, write_fresh_index, write_switch_index
 from pcheckout.write.remove import delete_parallel, remove_empty_dirs, rmdir_warning
 from pcheckout.write.worktree import WriteRequest, merge_outcomes, write_tree
 
@@ -86,7 +86,7 @@ def _fresh(job: Job) -> Written:
         plan.entries,
         outcome,
         tree=plan.tree,
-        skip_worktree=sel.skip_worktree,
+        outside=Outside(sel.skip_worktree, sel.sparsity),
         lock=job.lock,
     )
     collided.say(ctx, plan)

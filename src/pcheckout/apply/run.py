@@ -184,14 +184,17 @@ def _marker(ctx: Context, plan: Plan) -> Path:
 
 
 def _remove_leftovers(plan: Plan) -> None:
-    """Before a fresh checkout or an export writes: what interrupted runs of other trees
-    left (``decide/checkout.py``, ``decide/export.py``), and the directories that leaves
-    empty."""
-    if plan.kind not in ("fresh", "resume", "export") or not plan.delete:
-        return
-    from pcheckout.write.remove import delete_parallel, remove_empty_dirs
+    """Before anything is written: ignored files in the way (as git's checkout overwrites
+    them); before a fresh checkout or an export writes, what interrupted runs of other
+    trees left (``decide/checkout.py``, ``decide/export.py``), and the directories that
+    leaves empty."""
+    from pcheckout.write.remove import delete_parallel, remove_empty_dirs, remove_expendable
 
     root_b = os.fsencode(plan.root)
+    if plan.expendable:
+        remove_expendable(root_b, plan.expendable)
+    if plan.kind not in ("fresh", "resume", "export") or not plan.delete:
+        return
     delete_parallel(root_b, plan.delete, max(1, plan.workers.workers), plan.min_share)
     remove_empty_dirs(root_b, set(plan.delete), plan.entries)
 

@@ -98,7 +98,7 @@ def _checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     def moved(result: Result) -> None:  # the summary and git's lines, before any hook runs
         _report(args, result)
         reported.append(result)
-        _say_head(Path(args.directory), result)
+        _say_head(Path(args.directory), result, carried=not args.force)
 
     if not (args.quiet or args.json):
         ui.on_moved = moved
@@ -114,9 +114,11 @@ def _checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
     return 0
 
 
-def _say_head(directory: Path, result: Result) -> None:
+def _say_head(directory: Path, result: Result, *, carried: bool) -> None:
     """git checkout's lines for where HEAD went, on stderr, with git's facts (subjects,
-    commits left behind, a new branch's upstream) asked for only here."""
+    commits left behind, a new branch's upstream) asked for only here; after a switch
+    that carried local changes (``carried``: not forced), those it carried, except on a
+    latency-bound mount."""
     from pcheckout.cli import render
     from pcheckout.git import describe
     from pcheckout.git.runner import MIN_GIT, Git
@@ -131,7 +133,11 @@ def _say_head(directory: Path, result: Result) -> None:
     wanted = wanted if move.moved and (leaving or move.branch is None) else []
     left = describe.left_behind(git, old) if leaving and old is not None else None
     tracking = describe.tracking(git, move.branch) if move.branch else None
-    report = render.HeadReport(move, move.rev, describe.onelines(git, wanted), left, tracking)
+    # (on a latency-bound mount the list is an lstat round trip per file: not asked)
+    listed = carried and result.mode == "switch" and not result.filesystem.latency_bound
+    local = describe.local_changes(git) if listed else []
+    onelines = describe.onelines(git, wanted)
+    report = render.HeadReport(move, move.rev, onelines, left, tracking, local)
     for stream, line in render.head_lines(report):
         print(line, file=sys.stdout if stream == "out" else sys.stderr, flush=True)
 

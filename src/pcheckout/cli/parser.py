@@ -45,7 +45,7 @@ EXIT_WRITES = (
     (
         "1",
         "an error, said in one line on stderr (an unknown revision, local changes a switch "
-        "would lose, a destination that is not empty, a filter that fails); "
+        "would lose, a destination that is not empty); "
         "nothing is half-recorded: the index is written last, and running the same command "
         "again finishes an interrupted checkout",
     ),
@@ -54,7 +54,7 @@ EXIT_WRITES = (
         "128",
         "where git's checkout dies, with git's message: not a repository, no work tree, the "
         "index or HEAD locked by another git process, a tree or a blob as REV, a branch "
-        "checked out in another worktree, a corrupt object",
+        "checked out in another worktree, a corrupt object, a required filter that fails",
     ),
     ("130, 143", "interrupted (SIGINT, SIGTERM): run the same command again to finish"),
 )
@@ -387,7 +387,10 @@ def _add_checkout(sub: Any) -> None:
     dir_help = "the working tree (default: the current directory; see the global -C)"
     _arg(c, "-C", dest="directory", default=".", metavar="DIR", complete="dir", help=dir_help)
     _writing_options(c, workers, writer)
-    force_help = "discard local changes to tracked files (untracked files are never removed)"
+    force_help = (
+        "discard local changes to tracked files (untracked files are never removed; ignored "
+        "ones in the way are overwritten, as git overwrites them)"
+    )
     _arg(c, "-f", "--force", action="store_true", help=force_help)
     _arg(c, "--no-hooks", action="store_true", help=NO_HOOKS_HELP)
 

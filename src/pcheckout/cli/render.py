@@ -214,6 +214,7 @@ class HeadReport(NamedTuple):
     onelines: Mapping[str, str]  # commit -> "1a2b3c4 subject"
     left: LeftBehind | None  # a detached HEAD's commits left unreachable (None: not asked)
     tracking: Tracking | None  # the branch HEAD names against its upstream
+    local: Sequence[str] = ()  # the local changes a switch carried ("M\tpath")
 
 
 #: Where each of git's lines goes: git checkout prints the tracking lines on stdout, the rest
@@ -224,7 +225,7 @@ Said = tuple[Literal["out", "err"], str]
 def head_lines(h: HeadReport) -> list[Said]:
     """git checkout's own lines for where HEAD went: checkout.c's texts in git 2.39."""
     m = h.move
-    out: list[Said] = []
+    out: list[Said] = [("out", line) for line in h.local]
     if m.moved:
         if m.created and h.tracking is not None:
             up = h.tracking.configured or h.tracking.upstream

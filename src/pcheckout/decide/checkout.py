@@ -151,8 +151,9 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
         entries = _parsed(entries)  # a listing beside round 1 is parsed only for the engine
     where = _Where(fs, workers.workers)
     kept: tuple[bytes, ...] = ()
+    expendable: list[bytes] = []
     if found.occupied and not found.resume:
-        kept = _refuse_untracked(run, entries, wanted, where)
+        kept, expendable = _refuse_untracked(run, entries, wanted, where)
     strays = _left_by_earlier_runs(run, _parsed(entries), where) if found.resume else []
     conversion = plan_conversion(run, entries, sel, workers)
     local = fs.latency_bound is False  # (the case probe first: no round trips)
@@ -176,6 +177,7 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
         head=HeadMove(run.opts.rev, run.target),
         warnings=sel.warnings if sel is not None else (),
         delete=strays,
+        expendable=expendable,
         previous=found.previous if found.resume else None,
         earlier=found.previous.trees if found.resume and found.previous else (),
         commit=run.target.commit,
@@ -204,19 +206,20 @@ class _Where(NamedTuple):
 
 def _refuse_untracked(
     run: Run, entries: Sequence[Entry], wanted: Sequence[int], where: _Where
-) -> tuple[bytes, ...]:
+) -> tuple[tuple[bytes, ...], list[bytes]]:
     """A fresh checkout into a work tree that holds files already (no index: a CI cache
     restored before the checkout, say) keeps them and writes the tree, as git does, unless
     one is in the way of what it writes: then it refuses, as git does, and writes nothing
-    (git's ``--force`` would overwrite them; pcheckout never does).  The names at the top
-    of the work tree it keeps whole (the tree has nothing there)."""
-    from pcheckout.decide.worktree import refuse_untracked_in_the_way
+    (git's ``--force`` would overwrite them; pcheckout never does).  Returned: the names at
+    the top of the work tree it keeps whole (the tree has nothing there), and the ignored
+    files in the way, to be removed (git's checkout overwrites them)."""
+    from pcheckout.decide.worktree import Way, refuse_untracked_in_the_way
 
     paths = [entries[i].path for i in wanted]
     target = {e.path: e for e in entries}
-    refuse_untracked_in_the_way(_look(run, where), paths, (), (), target)
+    expendable = refuse_untracked_in_the_way(_look(run, where), Way(paths, target=target))
     top = {p.partition(b"/")[0] for p in target}
-    return tuple(sorted(n for n in run.found.occupied if n not in top))
+    return tuple(sorted(n for n in run.found.occupied if n not in top)), expendable
 
 
 def _left_by_earlier_runs(run: Run, entries: list[Entry], where: _Where) -> list[bytes]:

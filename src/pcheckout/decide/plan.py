@@ -89,6 +89,9 @@ class Plan(NamedTuple):
     #: paths removed before anything is written (a switch's; what interrupted runs of
     #: other trees left, before a fresh checkout)
     delete: Sequence[bytes] = ()
+    #: ignored files and directories in the way of what is written: removed after
+    #: ``delete``, as git's checkout overwrites them
+    expendable: Sequence[bytes] = ()
     kept: KeptEntries | None = None  # a switch's kept index entries (None: the entries alone)
     head: HeadMove | None = None  # None: HEAD does not move (an export)
     warnings: Sequence[str] = ()  # git's own warnings (sparse patterns), said as git says them

@@ -36,16 +36,27 @@ from pcheckout.decide.plan import Counts, HeadMove, Plan
 from pcheckout.decide.submodules import SubmoduleMove, Switching, recursing, switch_moves
 from pcheckout.decide.workers import asked
 from pcheckout.decide.worktree import (
+    SKIP,
     Look,
+    Way,
     dirty_paths,
     folded_index,
     modified,
+    present_paths,
     racily_clean_changed,
     refuse_untracked_in_the_way,
     stat_rules,
     stat_threads,
 )
-from pcheckout.errors import DestinationError, LocalChangesError, quote_paths
+from pcheckout.errors import (
+    LOCAL_CHANGES,
+    AssumedChangedError,
+    DestinationError,
+    LocalChangesError,
+    decode,
+    quote_paths,
+    refusal,
+)
 from pcheckout.fs.detect import FsInfo
 from pcheckout.git import fsmonitor, untracked
 from pcheckout.git import index as ix
@@ -53,7 +64,7 @@ from pcheckout.git.config import config_bool
 from pcheckout.git.indexformat import HASH_SIZES
 from pcheckout.git.sparse import Sparsity, expand_sparse_directories
 from pcheckout.git.sparse import load as load_sparsity
-from pcheckout.git.tree import Entry
+from pcheckout.git.tree import MODE_GITLINK, Entry
 from pcheckout.plan.planner import plan_for
 from pcheckout.session import Run
 from pcheckout.write.indexout import KeptEntries, index_version
@@ -93,7 +104,6 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         {e.path: e for e in entries},
     )
     sparsity = load_sparsity(ctx.git, ctx.config, ctx.repo.git_dir)
-    cone = _cone(tables.in_index, sparsity)
     merge = two_way_merge(tables.in_index, tables.head, tables.target, force=opts.force)
     # Stat (and delete) in parallel where each call is a round trip; the count for these
     # comes from the same policy as the writers'.
@@ -105,28 +115,24 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
     look = Look(
         ctx.git, root_b, repo.index_path, repo.object_format, threads, stat_rules(ctx.config)
     )
+    tables, merge = _present_outside(run, look, sparsity, tables, merge)
+    cone = _cone(tables.in_index, sparsity)
     left = _leftovers(run, look, tables)
     merge = _finishing(merge, left, tables)
     moves = cone_moves(merge.keep, cone)
     dirty = _dirty(run, look, merge, moves[1], tables.in_index, cone) - cone.skipped - left.ours
     plan = apply_local_changes(merge, tables.in_index, tables.target, dirty, force=opts.force)
     if plan.refused:
-        raise LocalChangesError(
-            "your local changes to these files would be overwritten by checkout: "
-            + quote_paths(plan.refused)
-            + "; commit or stash them, or use --force to discard them"
-        )
+        raise LocalChangesError(refusal(LOCAL_CHANGES, plan.refused))
+    if opts.force:
+        _refuse_assumed(merge, tables.in_index, dirty)
     split = sparse_split(plan, tables.target, moves, cone, dirty)
     # What interrupted runs created that the index does not track goes too (theirs, not
     # the user's; written again where REV has it).
     # (absent ones too: the directories made for them go once empty)
     strays = sorted(p for p in left.ours if p not in tables.in_index)
     split = split._replace(remove=sorted({*split.remove, *strays}))
-    tracked = tables.in_index.keys() | left.ours
-    folded = None
-    if config_bool(ctx.config.get("core.ignorecase"), False):  # (git's own: no probe)
-        folded = folded_index(tables.in_index.values())
-    refuse_untracked_in_the_way(look, split.write, split.remove, tracked, tables.target, folded)
+    expendable = _in_the_way(run, look, tables, split, left)
     recurse = recursing(ctx, opts.clone)
     switching = Switching(
         run.root,
@@ -153,8 +159,25 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         index.split,
         index.untracked,
         _fsmonitor(ctx.config, index, plan.keep.keys() - dirty),
+        expendable,
     )
     return _plan(run, tables, _smudged(look, plan.keep), split, facts)
+
+
+def _in_the_way(
+    run: Run, look: Look, tables: _Tables, split: SparseMoves, left: Leftovers
+) -> list[bytes]:
+    """Untracked files in the way of what the switch writes refuse it; the ignored ones in
+    the way, returned, are removed (``decide/worktree.py``)."""
+    config = run.ctx.config
+    tracked = tables.in_index.keys() | left.ours
+    folded = None
+    if config_bool(config.get("core.ignorecase"), False):  # (git's own: no probe)
+        folded = folded_index(tables.in_index.values())
+    gitlinks = {p for p, e in tables.in_index.items() if e.mode == MODE_GITLINK}
+    force = run.opts.force
+    way = Way(split.write, split.remove, tracked, tables.target, force, gitlinks, folded)
+    return refuse_untracked_in_the_way(look, way)
 
 
 def _fsmonitor(
@@ -227,12 +250,50 @@ def _smudged(look: Look, keep: dict[bytes, ix.IndexEntry]) -> dict[bytes, ix.Ind
     return {p: replace(e, size=0) if p in smudge else e for p, e in keep.items()}
 
 
+def _refuse_assumed(merge: Merge, index: Mapping[bytes, ix.IndexEntry], dirty: set[bytes]) -> None:
+    """``git checkout -f`` stops at an assume-unchanged file the switch changes and the
+    user changed (unpack-trees.c merged_entry -> verify_uptodate_1 even in a reset), with
+    git's message for the first and its status."""
+    valid = ix.FLAG_ASSUME_VALID
+    stuck = sorted(p for p in merge.change if p in dirty and p in index and index[p].flags & valid)
+    if stuck:
+        raise AssumedChangedError(f"Entry '{decode(stuck[0])}' not uptodate. Cannot merge.")
+
+
+def _present_outside(
+    run: Run, look: Look, sparsity: Sparsity | None, tables: _Tables, merge: Merge
+) -> tuple[_Tables, Merge]:
+    """The index as git reads it in a sparse checkout (sparse-index.c
+    clear_skip_worktree_from_present_files, unless ``sparse.expectFilesOutsideOfPatterns``):
+    a skip-worktree entry whose path is present in the work tree is an ordinary entry,
+    its local changes protected and its clean file removed if it stays outside."""
+    config = run.ctx.config
+    if sparsity is None or config_bool(config.get("sparse.expectfilesoutsideofpatterns"), False):
+        return tables, merge
+    skipped = [p for p, e in tables.in_index.items() if e.extended_flags & SKIP]
+    present = present_paths(look, skipped)
+    if not present:
+        return tables, merge
+    cleared = {p: _without(tables.in_index[p], SKIP) for p in present}
+    keep = {p: cleared.get(p, e) for p, e in merge.keep.items()}
+    return tables._replace(in_index={**tables.in_index, **cleared}), merge._replace(keep=keep)
+
+
+def _without(e: ix.IndexEntry, bits: int) -> ix.IndexEntry:
+    return replace(e, extended_flags=e.extended_flags & ~bits)
+
+
 def _cone(index: Mapping[bytes, ix.IndexEntry], sparsity: Sparsity | None) -> Cone:
-    """The sparse checkout as the switch applies it (everything is inside without one)."""
-    skipped = {p for p, e in index.items() if e.extended_flags & ix.EXT_FLAG_SKIP_WORKTREE}
+    """The sparse checkout as the switch applies it.  Without one everything is inside and
+    nothing is skipped: git leaves skip-worktree bits (``git update-index
+    --skip-worktree``) as they are, checks and writes those paths as any other, and a
+    written one keeps its bit (unpack-trees.c merged_entry)."""
+    if sparsity is None:
+        return Cone(set(), lambda _path, _mode: True)
+    skipped = {p for p, e in index.items() if e.extended_flags & SKIP}
 
     def inside(path: bytes, mode: int) -> bool:
-        return sparsity is None or sparsity.includes(path, mode)
+        return sparsity.includes(path, mode)
 
     return Cone(skipped, inside)
 
@@ -250,7 +311,10 @@ def _dirty(
     changes or moves out of the cone, stat data first (an absent skip-worktree file is
     not a local change: git never looks)."""
     if run.opts.force:
-        return dirty_paths(run.ctx.git, run.ctx.repo.index_path)
+        # (git's refresh skips assume-unchanged entries; checkout -f looks at them by
+        # their stat data: unpack-trees.c oneway_merge, verify_uptodate_1)
+        valid = [e for e in index.values() if e.flags & ix.FLAG_ASSUME_VALID]
+        return dirty_paths(run.ctx.git, run.ctx.repo.index_path) | modified(look, valid)
     checked = [index[p] for p in [*merge.change, *flip_out] if p in index and p not in cone.skipped]
     return modified(look, checked)
 
@@ -269,6 +333,7 @@ class _Facts(NamedTuple):
     split: ix.SplitIndex | None = None  # a split index's tie to its shared index
     untracked: bytes | None = None  # the index's untracked cache (its UNTR payload)
     fsmonitor: fsmonitor.Kept | None = None  # the index's fsmonitor state to keep
+    expendable: list[bytes] = []  # ignored files and directories in the way: removed
 
 
 def _plan(
@@ -316,6 +381,7 @@ def _plan(
         dry_run=opts.dry_run,
         selection=sel,
         delete=split.remove,
+        expendable=facts.expendable,
         kept=KeptEntries(
             kept,
             recorded,
@@ -325,6 +391,9 @@ def _plan(
             facts.fsmonitor._replace(valid=facts.fsmonitor.valid - moved)
             if facts.fsmonitor is not None
             else None,
+            skip=_carried(tables.in_index, split.write) if facts.sparsity is None else frozenset(),
+            sparsity=facts.sparsity,
+            assumed=_assumed(tables, split.write),
         ),
         head=HeadMove(opts.rev, run.target),
         earlier=_earlier(run),
@@ -374,6 +443,26 @@ def _untracked(
         config=ctx.config,
         rawsz=HASH_SIZES[ctx.repo.object_format],
     )
+
+
+def _carried(index: Mapping[bytes, ix.IndexEntry], written: list[bytes]) -> frozenset[bytes]:
+    """The written paths whose entries keep their skip-worktree bit: without a sparse
+    checkout git moves the bit to the new entry (unpack-trees.c merged_entry)."""
+    return frozenset(p for p in written if p in index and index[p].extended_flags & SKIP)
+
+
+def _assumed(tables: _Tables, written: list[bytes]) -> frozenset[bytes]:
+    """The written paths whose entries keep their assume-unchanged bit: those whose entry
+    stays what it was, written again (--force): git keeps the old entry (unpack-trees.c
+    oneway_merge keep_entry); a changed one is a new entry, without it."""
+    out = []
+    for p in written:
+        e, m = tables.in_index.get(p), tables.target.get(p)
+        if e is None or m is None or not e.flags & ix.FLAG_ASSUME_VALID:
+            continue
+        if (e.mode, e.oid.hex()) == (m.mode, m.oid):
+            out.append(p)
+    return frozenset(out)
 
 
 def _earlier(run: Run) -> tuple[str, ...]:

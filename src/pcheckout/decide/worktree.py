@@ -2,8 +2,9 @@
 files, and untracked files in the way of what it would create.
 
 Local modifications are found the way git finds them: stat data first (an entry whose
-stat data matches the index and is not racily clean is clean), then the content hashed
-by ``git hash-object`` (so clean filters and eol apply).  ``--force`` asks git itself:
+stat data matches the index and is not racily clean is clean), then git's own verdict on
+the rest (``git ls-files -m`` over a scratch index holding them: clean filters and eol
+apply, with the index at hand as git's checkout has it).  ``--force`` asks git itself:
 ``update-index --refresh`` re-hashes only files whose stat data changed, then
 ``diff-files``, both on a scratch copy of the index (the switch holds ``index.lock``,
 which ``update-index`` would take).  Every lstat runs in parallel where each is a round
@@ -12,34 +13,41 @@ trip (``fs/parallel.py``).
 
 from __future__ import annotations
 
+import contextlib
 import os
-import shutil
 import stat as stat_mod
 import tempfile
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from pcheckout.errors import SHOW_PATHS, UntrackedInTheWayError, quote_paths
+from pcheckout.errors import UNTRACKED, GitDiedError, UntrackedInTheWayError, refusal
 from pcheckout.fs.detect import FsInfo
 from pcheckout.fs.files import full_path
 from pcheckout.fs.parallel import MIN_PATHS_PER_THREAD, lstat_many
 from pcheckout.git import index as ix
 from pcheckout.git.config import config_bool
+from pcheckout.git.ignored import ignored
 from pcheckout.git.objects import blob_oid
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import MODE_GITLINK, MODE_SYMLINK, Entry
 
+SKIP = ix.EXT_FLAG_SKIP_WORKTREE
+
 __all__ = [
+    "SKIP",
     "Look",
     "StatRules",
     "Threads",
+    "Way",
     "by_stat",
     "content_oids",
     "dirty_paths",
     "folded_index",
     "index_seconds",
     "modified",
+    "present_paths",
     "racily_clean_changed",
     "refuse_untracked_in_the_way",
     "stat_rules",
@@ -70,24 +78,15 @@ def _lstat_many(root_b: bytes, paths: list[bytes], t: Threads) -> list[os.stat_r
 
 
 def dirty_paths(git: Git, index_path: Path) -> set[bytes]:
-    """Tracked paths whose work-tree file differs from the index (stat first).
-
-    The switch holds ``index.lock``; ``update-index --refresh`` would take it
-    too, so git refreshes a scratch copy of the index (``GIT_INDEX_FILE``),
-    whose lock is its own.  The copy is only read from, never put back.  It
-    keeps the index's mtime: git's racy-clean check compares each entry's
-    mtime with the index file's, so a copy made a second later would trust
-    a same-size edit made in the index's second."""
-    with tempfile.TemporaryDirectory(prefix="pcheckout-refresh-") as scratch:
-        copy = os.path.join(scratch, "index")
-        shutil.copyfile(index_path, copy)
-        st = os.stat(index_path)
-        os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
-        env = dict(os.environ if git.env is None else git.env)
-        env["GIT_INDEX_FILE"] = copy
-        g = Git(git.cwd, debug=git.debug, env=env, exe=git.exe, version=git.version)
-        g.run("update-index", "-q", "--refresh", "--ignore-submodules", ok_codes=(0, 1))
-        out = g.out("diff-files", "--name-only", "-z", "--ignore-submodules")
+    """The tracked paths ``git checkout -f`` writes again although the switch keeps them:
+    those whose file does not match the index by its stat data (unpack-trees.c
+    oneway_merge: ie_match_stat after the index's preload, no refresh: a file touched
+    but not changed is written again too; a racily clean one is hashed).  That is
+    ``git diff-files`` without a refresh first, over the index as it is (read only)."""
+    env = dict(os.environ if git.env is None else git.env)
+    env["GIT_INDEX_FILE"] = os.fspath(index_path)
+    g = Git(git.cwd, debug=git.debug, env=env, exe=git.exe, version=git.version)
+    out = g.out("diff-files", "--name-only", "-z", "--ignore-submodules")
     return {p for p in out.split(b"\0") if p}
 
 
@@ -130,18 +129,22 @@ def modified(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]:
     (unpack-trees.c verify_uptodate: ie_match_stat after a refresh): an absent file is
     no local change (git writes it again); stat data that matches (and is not racy)
     means clean; a changed x bit (``core.fileMode``) or kind means changed; otherwise
-    the content is hashed (through ``git hash-object``, so clean filters and eol apply)."""
+    git decides (``_by_content``)."""
     index_mtime = index_seconds(look)
     dirty: set[bytes] = set()
     suspects: list[ix.IndexEntry] = []
+    promised: list[ix.IndexEntry] = []
     stats = _lstat_many(look.root_b, [e.path for e in entries], look.threads)
     for e, st in zip(entries, stats, strict=True):
         verdict = by_stat(e, st, index_mtime, look.rules)
         if verdict is True:
             dirty.add(e.path)
         elif verdict is None:
-            suspects.append(e)
-    return dirty | _by_content(look, suspects)
+            (promised if _promised(e) else suspects).append(e)
+    # An assume-unchanged or skip-worktree entry is not refreshed (read-cache.c
+    # refresh_cache_ent marks it up to date): its stat data alone decides, as
+    # verify_uptodate_1's ie_match_stat does (its racy content check included).
+    return dirty | _by_content(look, suspects) | _by_git(look, promised, STAT_ALONE)
 
 
 def racily_clean_changed(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]:
@@ -153,7 +156,12 @@ def racily_clean_changed(look: Look, entries: list[ix.IndexEntry]) -> set[bytes]
     index_mtime = index_seconds(look)
     if not index_mtime:
         return set()
-    racy = [e for e in entries if e.mode != MODE_GITLINK and e.mtime_s >= index_mtime]
+    # (an assume-unchanged or skip-worktree entry is marked up to date, never smudged)
+    racy = [
+        e
+        for e in entries
+        if e.mode != MODE_GITLINK and e.mtime_s >= index_mtime and not _promised(e)
+    ]
     if not racy:
         return set()
     stats = _lstat_many(look.root_b, [e.path for e in racy], look.threads)
@@ -172,6 +180,31 @@ def _stat_matches(e: ix.IndexEntry, st: os.stat_result | None, rules: StatRules)
     if rules.check_stat and (e.ino, e.uid, e.gid) != (ino, uid, gid):
         return False
     return not (rules.check_stat and rules.trust_ctime and e.ctime_s != c_s)
+
+
+def present_paths(look: Look, paths: list[bytes]) -> set[bytes]:
+    """Which of ``paths`` exist in the work tree (any kind), as sparse-index.c path_found
+    finds them: a path below an absent directory is not looked at (outside a sparse
+    checkout's cone most directories are absent): the directories are looked at level by
+    level, each level's in parallel, below those that are there."""
+    parents = {p.rpartition(b"/")[0] for p in paths}
+    dirs: set[bytes] = set()
+    for d in parents:
+        while d and d not in dirs:
+            dirs.add(d)
+            d = d.rpartition(b"/")[0]
+    there = {b""}
+    for depth in range(max((d.count(b"/") for d in dirs), default=-1) + 1):
+        level = [d for d in dirs if d.count(b"/") == depth and d.rpartition(b"/")[0] in there]
+        stats = _lstat_many(look.root_b, level, look.threads)
+        there.update(d for d, st in zip(level, stats, strict=True) if _is_dir(st))
+    maybe = [p for p in paths if p.rpartition(b"/")[0] in there]
+    stats = _lstat_many(look.root_b, maybe, look.threads)
+    return {p for p, st in zip(maybe, stats, strict=True) if st is not None}
+
+
+def _is_dir(st: os.stat_result | None) -> bool:
+    return st is not None and stat_mod.S_ISDIR(st.st_mode)
 
 
 def index_seconds(look: Look) -> int:
@@ -219,16 +252,67 @@ def _kind_changed(entry_mode: int, st_mode: int, rules: StatRules) -> bool:
     return rules.file_mode and bool((entry_mode ^ st_mode) & 0o100)
 
 
+#: git's verdicts on a scratch index: ie_modified (stat data, then content), as its
+#: checkout's refresh_cache asks it; ie_match_stat alone (diff-files without a refresh).
+BY_CONTENT = ("ls-files", "-m", "-z", "--full-name")
+STAT_ALONE = ("diff-files", "--name-only", "-z")
+
+
+def _at_root(look: Look, env: Mapping[str, str] | None = None) -> Git:
+    """``look.git`` run at the work tree's root (it may run in a subdirectory), where the
+    paths it is given and prints are the index's."""
+    git = look.git
+    root = Path(os.fsdecode(look.root_b))
+    env = git.env if env is None else env
+    return Git(root, debug=git.debug, env=env, exe=git.exe, version=git.version)
+
+
+def _promised(e: ix.IndexEntry) -> bool:
+    """Assume-unchanged or skip-worktree: the user promised the file does not matter."""
+    return bool(e.flags & ix.FLAG_ASSUME_VALID or e.extended_flags & SKIP)
+
+
 def _by_content(look: Look, suspects: list[ix.IndexEntry]) -> set[bytes]:
-    """Which of ``suspects`` hash to something other than their index entry (a symlink
-    entry checked out as a plain file, ``core.symlinks=false``, is hashed as a file)."""
-    links = {
-        e.path
+    """Which of ``suspects`` git finds modified (read-cache.c ie_modified)."""
+    return _by_git(look, suspects, BY_CONTENT)
+
+
+def _by_git(look: Look, suspects: list[ix.IndexEntry], command: tuple[str, ...]) -> set[bytes]:
+    """Which of ``suspects`` git's ``command`` lists, run over a scratch index holding just
+    them, dated as the index is (its racy check compares with that date).  git compares
+    with the index at hand: a path whose indexed blob has a CR is never converted under
+    ``text=auto`` (convert.c has_crlf_in_index), which ``git hash-object`` (no index)
+    would convert.  Assume-unchanged and skip-worktree bits are dropped there: git's
+    checkout looks at those files too (verify_uptodate_1)."""
+    if not suspects:
+        return set()
+    drop = ix.FLAG_ASSUME_VALID
+    entries = [
+        replace(e, flags=e.flags & ~drop, extended_flags=e.extended_flags & ~SKIP)
+        if e.flags & drop or e.extended_flags & SKIP
+        else e
         for e in suspects
-        if e.mode == MODE_SYMLINK and os.path.islink(full_path(look.root_b, e.path))
-    }
-    oids = content_oids(look, [e.path for e in suspects], links)
-    return {e.path for e in suspects if oids.get(e.path) != e.oid.hex()}
+    ]
+    # Beside the index (the git dir, where a checkout writes anyway), not in /tmp.
+    where = os.path.dirname(os.path.abspath(look.index_path))
+    fd, copy = tempfile.mkstemp(prefix="pcheckout-modified-", dir=where)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(ix.encode_index(entries, version=3, hash_name=look.hash_name))
+        with contextlib.suppress(OSError):  # (no index: nothing is racily clean)
+            st = os.stat(look.index_path)
+            os.utime(copy, ns=(st.st_atime_ns, st.st_mtime_ns))
+        env = dict(os.environ if look.git.env is None else look.git.env)
+        env["GIT_INDEX_FILE"] = copy
+        # (an fsmonitor would answer for the real index, not this one)
+        args = ["-c", "core.fsmonitor=false", *command]
+        proc = _at_root(look, env).run(*args, ok_codes=(0, GitDiedError.exit_code))
+    finally:
+        os.unlink(copy)
+    if proc.returncode:  # git's checkout dies of it too (a clean filter that fails)
+        message = proc.stderr.decode("utf-8", "backslashreplace").strip().splitlines()
+        raise GitDiedError(message[-1].removeprefix("fatal: ") if message else "git died")
+    return {p for p in proc.stdout.split(b"\0") if p}
 
 
 def content_oids(look: Look, paths: list[bytes], links: Collection[bytes]) -> dict[bytes, str]:
@@ -255,26 +339,36 @@ def content_oids(look: Look, paths: list[bytes], links: Collection[bytes]) -> di
     return oids
 
 
-def refuse_untracked_in_the_way(
-    look: Look,
-    write: list[bytes],
-    delete: Collection[bytes],
-    tracked: Collection[bytes],
-    target: Mapping[bytes, Entry],
-    folded: Mapping[bytes, ix.IndexEntry] | None = None,
-) -> None:
-    """Untracked files in the way of what the switch is about to create (``write``,
-    while ``delete`` goes) refuse it: pcheckout never deletes or overwrites untracked
-    files.  ``folded``: with ``core.ignorecase``, the index's entries by their folded
-    path, for git's rule that a file found under another spelling of a tracked entry,
-    whose stat data (or content) it has, is that entry's, not an untracked file
-    (unpack-trees.c ``check_ok_to_remove`` -> ``icase_exists``)."""
-    gone = set(delete)
-    in_the_way: list[bytes] = []
+class Way(NamedTuple):
+    """What a checkout writes, for the check of what is in its way."""
+
+    write: list[bytes]  # the paths it writes
+    delete: Collection[bytes] = ()  # tracked paths it removes first
+    tracked: Collection[bytes] = ()  # the index's paths
+    target: Mapping[bytes, Entry] = {}  # the entries it writes, by path
+    #: with --force a tracked path it writes is looked at too (a directory there may hold
+    #: untracked files; without --force it is a local change already)
+    force: bool = False
+    gitlinks: Collection[bytes] = ()  # tracked paths that are gitlinks (their own checks)
+    #: with ``core.ignorecase``, the index's entries by their folded path, for git's rule
+    #: that a file found under another spelling of a tracked entry, whose stat data (or
+    #: content) it has, is that entry's, not an untracked file (unpack-trees.c
+    #: ``check_ok_to_remove`` -> ``icase_exists``)
+    folded: Mapping[bytes, ix.IndexEntry] | None = None
+
+
+def refuse_untracked_in_the_way(look: Look, way: Way) -> list[bytes]:
+    """Untracked files in the way of what the checkout writes refuse it: pcheckout never
+    deletes or overwrites them.  Ignored ones do not: git's checkout overwrites them
+    (unpack-trees.c check_ok_to_remove: is_excluded), a directory holding nothing else
+    too (verify_clean_subdirectory).  Returned: the paths in the way to remove before
+    writing (files, and directories whole)."""
+    gone = set(way.delete)
+    obstacles: list[tuple[bytes, list[bytes]]] = []  # (path, the untracked files it holds)
     checked_dirs: dict[bytes, bool] = {}
-    looked = _look_up(look, write, tracked)
-    theirs = _Spelled(look, folded)
-    for path in write:
+    looked = _look_up(look, way)
+    theirs = _Spelled(look, way.folded)
+    for path in way.write:
         # leading directories must be real directories, or absent, or tracked files we delete
         parts = path.split(b"/")
         for k in range(1, len(parts)):
@@ -283,15 +377,19 @@ def refuse_untracked_in_the_way(
                 st = looked[d]
                 checked_dirs[d] = _dir_ok(st, d in gone) or theirs.tracked(d, st)
                 if not checked_dirs[d]:
-                    in_the_way.append(d)
-        if path not in tracked and not theirs.tracked(path, looked[path]):
-            in_the_way += _in_the_way(look.root_b, path, looked[path], target[path], tracked)
-    if in_the_way:
-        raise UntrackedInTheWayError(
-            "untracked working tree files would be overwritten by checkout: "
-            + quote_paths(sorted(set(in_the_way)))
-            + "; move or remove them first (pcheckout never deletes untracked files)"
-        )
+                    obstacles.append((d, [d]))
+        if path in looked and path not in way.gitlinks and not theirs.tracked(path, looked[path]):
+            got = _in_the_way(look.root_b, path, looked[path], way)
+            if got is not None:
+                obstacles.append((path, got))
+    if not obstacles:
+        return []
+    held = [f for _path, files in obstacles for f in files]
+    kept = set(held) - ignored(_at_root(look), held)
+    if kept:
+        note = " (pcheckout never removes untracked files, even with --force)"
+        raise UntrackedInTheWayError(refusal(UNTRACKED, sorted(kept)) + note * way.force)
+    return sorted({path for path, _files in obstacles})
 
 
 class _Spelled:
@@ -338,38 +436,36 @@ def _dir_ok(st: os.stat_result | None, deleted: bool) -> bool:
 
 
 def _in_the_way(
-    root_b: bytes,
-    path: bytes,
-    st: os.stat_result | None,
-    entry: Entry,
-    tracked: Collection[bytes],
-) -> list[bytes]:
-    """The untracked paths at or below a new, untracked ``path`` that writing it would
-    overwrite: a directory where a file goes is fine only if everything in it is
-    tracked and leaving (a gitlink's directory is fine)."""
+    root_b: bytes, path: bytes, st: os.stat_result | None, way: Way
+) -> list[bytes] | None:
+    """What writing ``path`` would overwrite (None: nothing): an untracked file there, or
+    a directory where a file goes, with the untracked files in it (a tracked one that
+    stays makes it untouchable: it is listed as if untracked).  A gitlink's directory is
+    fine."""
     if st is None:
-        return []
+        return None
     if not stat_mod.S_ISDIR(st.st_mode):
-        return [path]
-    if entry.mode == MODE_GITLINK:
-        return []
-    return _untracked_below(root_b, path, tracked)[:SHOW_PATHS]
+        return None if path in way.tracked else [path]
+    if way.target[path].mode == MODE_GITLINK:
+        return None
+    below = path + b"/"
+    staying = [p for p in way.tracked if p.startswith(below) and p not in way.delete]
+    return _untracked_below(root_b, path, way.tracked) + staying
 
 
-def _look_up(
-    look: Look, to_write: list[bytes], tracked: Collection[bytes]
-) -> dict[bytes, os.stat_result | None]:
-    """lstat of every leading directory of ``to_write`` and of each new path that
-    is not tracked: what the untracked-files check needs, asked in parallel."""
+def _look_up(look: Look, way: Way) -> dict[bytes, os.stat_result | None]:
+    """lstat of every leading directory of what is written and of each new path that is
+    not tracked (with --force, of every path written): what the check of what is in the
+    way needs, asked in parallel."""
     wanted: dict[bytes, None] = {}
-    for path in to_write:
+    for path in way.write:
         d = path.rpartition(b"/")[0]
         chain = []
         while d and d not in wanted:
             chain.append(d)
             d = d.rpartition(b"/")[0]
         wanted.update(dict.fromkeys(reversed(chain)))
-        if path not in tracked:
+        if way.force or path not in way.tracked:
             wanted[path] = None
     paths = list(wanted)
     return dict(zip(paths, _lstat_many(look.root_b, paths, look.threads), strict=True))

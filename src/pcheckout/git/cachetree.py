@@ -17,7 +17,7 @@ import hashlib
 import struct
 from collections.abc import Callable, Collection, Iterable
 
-__all__ = ["extension"]
+__all__ = ["extension", "tree_ids"]
 
 SIGNATURE = b"TREE"
 _EXT_HEADER = struct.Struct(">4sI")
@@ -60,7 +60,8 @@ def build(items: Iterable[Item], hash_name: str) -> _Dir:
     current = b""  # stack[-1]'s path
     top = root
     for path, mode, oid, ita in items:
-        d, _, name = path.rpartition(b"/")
+        leaf = path.endswith(b"/")  # a sparse directory (git/sparseindex.py)
+        d, _, name = (path[:-1] if leaf else path).rpartition(b"/")
         if d != current:  # (most entries share the previous one's directory)
             dirs = d.split(b"/") if d else []
             keep = 0
@@ -74,6 +75,13 @@ def build(items: Iterable[Item], hash_name: str) -> _Dir:
                 stack.append(child)
                 prefix.append(part)
             current, top = d, stack[-1]
+        if leaf:
+            # cache-tree.c update_one: a leaf of one entry, the tree its entry names
+            child = _Dir(name)
+            child.count, child.oid = 1, oid
+            top.children.append(child)
+            top.content.append(b"40000 " + name + b"\0" + oid)
+            continue
         top.count += 1
         if ita:
             top.valid = False
@@ -94,6 +102,19 @@ def _pop(stack: list[_Dir], prefix: list[bytes], hash_name: str) -> None:
     parent = stack[-1]
     if nonempty:
         parent.content.append(b"40000 %s\0%s" % (d.name, d.oid))
+
+
+def tree_ids(items: Iterable[Item], hash_name: str) -> dict[bytes, bytes]:
+    """The tree id of each directory of the index (its path, "" for the root)."""
+    ids: dict[bytes, bytes] = {}
+
+    def visit(d: _Dir, path: bytes) -> None:
+        ids[path] = d.oid
+        for c in d.children:
+            visit(c, path + b"/" + c.name if path else c.name)
+
+    visit(build(items, hash_name), b"")
+    return ids
 
 
 def _walk(d: _Dir) -> Iterable[_Dir]:

@@ -225,14 +225,19 @@ def classify(values: Sequence[AttrValue], settings: Settings) -> Conversion | No
     elif isinstance(enc_value, str) and enc_value and not _utf8(enc_value):
         encoding = enc_value
     to_crlf = _output_crlf(action, settings)
-    driver = drv.name if drv is not None and (drv.applies or drv.required) else None
-    if driver is None and encoding is None and not ident and not to_crlf:
-        return None
     streamable = (
         not (drv is not None and (drv.process or drv.smudge or drv.clean))
         and encoding is None
         and action not in (Crlf.AUTO, Crlf.AUTO_CRLF)
     )
+    # A required driver with no command fails only where git converts in core (convert.c
+    # apply_filter finds no command: "smudge filter <x> failed"); a streamed path never
+    # meets the driver (entry.c write_entry: get_stream_filter).
+    driver = None
+    if drv is not None and (drv.applies or (drv.required and not streamable)):
+        driver = drv.name
+    if driver is None and encoding is None and not ident and not to_crlf:
+        return None
     reasons: list[str] = []
     if to_crlf:
         reasons.append("crlf")

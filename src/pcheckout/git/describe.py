@@ -1,6 +1,6 @@
 """What git says about commits when HEAD moves: ``%h %s`` lines, the commits a detached HEAD
-leaves behind, a new branch's upstream.  Asked only for a human's report (the CLI's
-``HEAD is now at ...`` lines), never on a checkout's own path."""
+leaves behind, a new branch's upstream, the local changes a switch carried.  Asked only for
+a human's report (the CLI's ``HEAD is now at ...`` lines), never on a checkout's own path."""
 
 from __future__ import annotations
 
@@ -65,3 +65,13 @@ def tracking(git: Git, branch: str) -> Tracking | None:
     counts = dict(part.split(" ", 1) for part in track.split(", ") if " " in part)
     ahead, behind = int(counts.get("ahead", 0)), int(counts.get("behind", 0))
     return Tracking(upstream, ahead, behind, track == "gone", configured)
+
+
+def local_changes(git: Git) -> list[str]:
+    """What differs from HEAD in the work tree, as git's checkout lists it once it has
+    switched (checkout.c show_local_changes: diff-index --name-status, no rename
+    detection, full paths quoted as core.quotePath says): "M\tpath" lines."""
+    # A clean filter that fails (git's checkout had those entries fresh and never ran it)
+    # leaves the report without the list, never the switch failed.
+    proc = git.run("diff-index", "--name-status", "HEAD", "--", ok_codes=(0, 1, 128))
+    return decode(proc.stdout).splitlines() if proc.returncode == 0 else []

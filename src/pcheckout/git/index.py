@@ -347,9 +347,11 @@ def encode_index(
     hash_name: str = "sha1",
     skip_hash: bool = False,
     extensions: bytes = b"",
+    sparse_directories: bool = False,
 ) -> bytes:
-    """The bytes of an index holding ``entries`` (in any order), then ``extensions``;
-    see :func:`write_index`."""
+    """The bytes of an index holding ``entries`` (in any order), then ``extensions`` (and
+    the ``sdir`` extension of a sparse index if ``sparse_directories``); see
+    :func:`write_index`."""
     _check_version(version)
     ordered = sorted(entries, key=_by_path)  # C-speed key; stages are fixed below if needed
     if ordered and not ordered[0].path:  # (empty paths are a split index's replacements)
@@ -359,6 +361,7 @@ def encode_index(
         hash_name,
         extended=any(e.extended_flags for e in ordered),
         skip_hash=skip_hash,
+        sparse_directories=sparse_directories,
         extensions=extensions,
     )
     try:

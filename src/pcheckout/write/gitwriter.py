@@ -50,7 +50,13 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pcheckout.context import Context, Reporter
-from pcheckout.errors import SHOW_PATHS, GitError, GitRefusedError, Interrupted, decode
+from pcheckout.errors import (
+    SHOW_PATHS,
+    GitError,
+    GitRefusedError,
+    Interrupted,
+    decode,
+)
 from pcheckout.git.indexsize import in_worktree, written_bytes
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import TreeChanges
@@ -73,6 +79,7 @@ _REFUSALS = (
     b"would be overwritten",
     b"would be removed",
     b"would be lost",
+    b"would lose untracked files",
     b"not uptodate",
     b"Cannot update submodule",
     b"resolve your current index",  # an unmerged index (unpack-trees.c): nothing changed
@@ -304,7 +311,10 @@ def _error(command: str, code: int, messages: list[bytes], cmd: list[str]) -> Ex
         text = f"exited with status {code}"
     raw = b"\n".join(messages)
     if any(r in raw for r in _REFUSALS):
-        return GitRefusedError(f"git checkout refused: {text}")
+        refused = GitRefusedError(f"git checkout refused: {text}")
+        if code == 128:  # (git checkout -f dies of its refusals)
+            refused.exit_code = code
+        return refused
     error = GitError(f"git {command} failed: {text}", cmd=cmd)
     if code == 128:  # git died (a lock held, a corrupt object): its exit code, as git's own
         error.exit_code = code

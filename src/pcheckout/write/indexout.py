@@ -4,6 +4,7 @@ keeps it from being racily clean where re-reading a file costs round trips."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -13,12 +14,13 @@ from pcheckout.context import Context
 from pcheckout.errors import PcheckoutError, quote_path
 from pcheckout.fs.detect import FsInfo
 from pcheckout.fs.files import unpack_stat
-from pcheckout.git import cachetree, fsmonitor, untracked
+from pcheckout.git import cachetree, fsmonitor, sparseindex, untracked
 from pcheckout.git import index as ix
 from pcheckout.git import splitindex as si
 from pcheckout.git.config import config_bool
 from pcheckout.git.indexformat import HASH_SIZES
 from pcheckout.git.lock import IndexLock
+from pcheckout.git.sparse import Sparsity
 from pcheckout.git.tree import Entry
 from pcheckout.write.engine import Outcome
 
@@ -92,22 +94,42 @@ def index_entry(e: Entry, packed: bytes) -> ix.IndexEntry:
     )
 
 
+class Outside(NamedTuple):
+    """A fresh checkout's sparse checkout: per entry, whether it is outside (recorded with
+    the skip-worktree bit, not written), and the rules (where git keeps a sparse index)."""
+
+    skip_worktree: Sequence[bool]
+    sparsity: Sparsity | None = None
+
+
 def write_fresh_index(
     ctx: Context,
     entries: Sequence[Entry],
     outcome: Outcome,
     *,
     tree: str,
-    skip_worktree: Sequence[bool] | None = None,
+    outside: Outside | None = None,
     lock: IndexLock | None = None,
 ) -> None:
     """The index for a fresh checkout of ``tree`` (its id), encoded straight from its
     entries and stat data (their racy timestamps settled: :func:`settle`), committed
-    through ``lock`` (held since the run began) if given.  Entries
-    flagged in ``skip_worktree`` (outside a sparse checkout, not written) get
-    git's skip-worktree bit; the index is then version 3 (or stays 4)."""
+    through ``lock`` (held since the run began) if given.  Entries ``outside`` a sparse
+    checkout (not written) get git's skip-worktree bit; the index is then version 3 (or
+    stays 4), or a sparse index where git keeps one."""
     stats = outcome.stats
-    skip = skip_worktree if skip_worktree is not None and any(skip_worktree) else None
+    skip = outside.skip_worktree if outside is not None and any(outside.skip_worktree) else None
+    split = si.wants_split(ctx.config, None)
+    layout = _layout(ctx, index_version(ctx.config, ctx.environ))
+    sparsity = outside.sparsity if outside is not None else None
+    if sparsity is not None and sparseindex.wanted(sparsity, ctx.config, split):
+        full = [
+            _skipped(e) if skip is not None and skip[i] else index_entry(e, _packed(e, stats[i]))
+            for i, e in enumerate(entries)
+        ]
+        full.sort(key=ix.sort_key)
+        around = _Around(tree, _first_untracked(ctx, layout.hash_name))
+        _write_sparse(ctx, full, sparsity, layout, around, lock)
+        return
     n = len(entries)
     order: Iterable[int] = range(n)
     # ls-tree's order is the index's (paths compared as bytes); sort only if not.
@@ -123,27 +145,15 @@ def write_fresh_index(
                 # --debug`` shows all-zero ctime/mtime/dev/ino/uid/gid/size).
                 yield e.path, (e.mode, fromhex(e.oid)), 0, ix.EXT_FLAG_SKIP_WORKTREE
                 continue
-            if packed is None:
-                raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
-            yield e.path, index_fields(e, packed), 0, 0
+            yield e.path, index_fields(e, _packed(e, packed)), 0, 0
 
-    layout = _layout(ctx, index_version(ctx.config, ctx.environ))
-    split = si.wants_split(ctx.config, None)
     fromhex = bytes.fromhex
     extensions = _cache_tree(
         ctx,
         ((e.path, e.mode, fromhex(e.oid), False) for e in map(entries.__getitem__, order)),
         tree,
     )
-    # (git's first checkout starts an empty untracked cache where the config asks for one)
-    if ctx.repo.work_tree is not None:
-        extensions += untracked.after_checkout(
-            None,
-            (),
-            work_tree=ctx.repo.work_tree,
-            config=ctx.config,
-            rawsz=HASH_SIZES[layout.hash_name],
-        )
+    extensions += _first_untracked(ctx, layout.hash_name)
     data = ix.encode_rows(
         rows(),
         n,
@@ -156,6 +166,71 @@ def write_fresh_index(
         ),
     )
     _commit(ctx, si.around_shared(bytes(data), layout, extensions) if split else data, lock)
+
+
+def _first_untracked(ctx: Context, hash_name: str) -> bytes:
+    """The untracked cache a first checkout starts (empty) where the config asks for one."""
+    if ctx.repo.work_tree is None:
+        return b""
+    return untracked.after_checkout(
+        None, (), work_tree=ctx.repo.work_tree, config=ctx.config, rawsz=HASH_SIZES[hash_name]
+    )
+
+
+def _packed(e: Entry, packed: bytes | None) -> bytes:
+    if packed is None:
+        raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
+    return packed
+
+
+def _skipped(e: Entry) -> ix.IndexEntry:
+    """An entry outside the sparse checkout: zero stat data, the skip-worktree bit."""
+    return ix.IndexEntry(
+        e.path, e.mode, bytes.fromhex(e.oid), *_NO_STAT, extended_flags=ix.EXT_FLAG_SKIP_WORKTREE
+    )
+
+
+#: The stat data git records for an entry it did not write (ctime, mtime, dev, ino, uid,
+#: gid, size): none.
+_NO_STAT = (0, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+class _Around(NamedTuple):
+    """What a sparse index is written with besides its entries."""
+
+    tree: str  # the tree checked out (its cache tree)
+    untracked: bytes = b""  # the untracked cache's extension (b"": none)
+    fsmonitor: fsmonitor.Kept | None = None  # the fsmonitor extension's state to keep
+
+
+def _write_sparse(
+    ctx: Context,
+    entries: list[ix.IndexEntry],
+    sparsity: Sparsity,
+    layout: si.Layout,
+    around: _Around,
+    lock: IndexLock | None,
+) -> None:
+    """A full index's ``entries`` (in index order) written collapsed, as git writes a
+    sparse index (``git/sparseindex.py``): its cache tree, the untracked cache, the
+    fsmonitor extension over the collapsed entries, then ``sdir``."""
+    entries = sparseindex.collapse(entries, sparsity, layout.hash_name)
+    ita = ix.EXT_FLAG_INTENT_TO_ADD
+    extensions = _cache_tree(
+        ctx, ((e.path, e.mode, e.oid, bool(e.extended_flags & ita)) for e in entries), around.tree
+    )
+    extensions += around.untracked
+    if around.fsmonitor is not None:
+        extensions += fsmonitor.extension(around.fsmonitor, ((e.path, e.mode) for e in entries))
+    data = ix.encode_index(
+        entries,
+        version=layout.version,
+        hash_name=layout.hash_name,
+        skip_hash=layout.skip_hash,
+        extensions=extensions,
+        sparse_directories=True,
+    )
+    _commit(ctx, data, lock)
 
 
 def _cache_tree(ctx: Context, items: Iterable[cachetree.Item], tree: str) -> bytes:
@@ -226,6 +301,13 @@ class KeptEntries(NamedTuple):
     #: the fsmonitor extension's token and entries' state to keep (git/fsmonitor.py; None:
     #: none is written)
     fsmonitor: fsmonitor.Kept | None = None
+    #: written paths whose entries keep the skip-worktree bit (set without a sparse
+    #: checkout: git carries it to the entry it writes)
+    skip: frozenset[bytes] = frozenset()
+    sparsity: Sparsity | None = None  # the sparse checkout's rules (a sparse index's cone)
+    #: written paths whose entries keep the assume-unchanged bit (a kept entry --force
+    #: writes again: git keeps the old entry, its flags)
+    assumed: frozenset[bytes] = frozenset()
 
 
 def write_switch_index(
@@ -244,10 +326,21 @@ def write_switch_index(
     for e, st in zip(written, outcome.stats, strict=True):
         if st is None:
             raise PcheckoutError(f"internal error: no stat data for {quote_path(e.path)}")
-        entries.append(index_entry(e, st))
+        entry = index_entry(e, st)
+        if e.path in kept.skip:
+            entry = dataclasses.replace(entry, extended_flags=ix.EXT_FLAG_SKIP_WORKTREE)
+        if e.path in kept.assumed:
+            entry = dataclasses.replace(entry, flags=ix.FLAG_ASSUME_VALID)
+        entries.append(entry)
     entries += kept.recorded
     layout = _layout(ctx, kept.version)
     entries.sort(key=ix.sort_key)
+    sparse = kept.sparsity
+    if sparse is not None and sparseindex.wanted(sparse, ctx.config, _split(ctx, kept)):
+        _write_sparse(
+            ctx, entries, sparse, layout, _Around(tree, kept.untracked, kept.fsmonitor), lock
+        )
+        return
     cache = b""
     if not any(e.stage for e in entries):  # (git writes no cache tree for an unmerged index)
         ita = ix.EXT_FLAG_INTENT_TO_ADD
@@ -257,7 +350,7 @@ def write_switch_index(
     extensions = cache + kept.untracked  # (git's order: TREE, UNTR, FSMN)
     if kept.fsmonitor is not None:
         extensions += fsmonitor.extension(kept.fsmonitor, ((e.path, e.mode) for e in entries))
-    if si.wants_split(ctx.config, kept.split):
+    if _split(ctx, kept):
         linked = kept.split.linked if kept.split is not None else {}
         tied = {k: linked[k] for k in map(ix.sort_key, kept.keep) if k in linked}
         split = si.encode_split(entries, kept.split, tied, ctx.config, layout, extensions)
@@ -271,6 +364,10 @@ def write_switch_index(
         extensions=extensions,
     )
     _commit(ctx, data, lock)
+
+
+def _split(ctx: Context, kept: KeptEntries) -> bool:
+    return si.wants_split(ctx.config, kept.split)
 
 
 def skip_hash(config: Mapping[str, str], git_version: tuple[int, int, int]) -> bool:

@@ -61,6 +61,7 @@ class Selection:
     missing: set[str] = field(default_factory=set)  # blob ids of ``wanted`` not local
     warnings: list[str] = field(default_factory=list)  # git's sparse-checkout warnings
     fetched_first: int = 0  # missing .gitattributes blobs fetched before the conversion plan
+    sparsity: Sparsity | None = None  # the sparse checkout's rules (a sparse index's cone)
 
     @property
     def outside(self) -> int:
@@ -85,6 +86,7 @@ def select(
     else:
         wanted, skip = sparsity.split_entries(entries, todo)
     sel = Selection(wanted, skip, warnings=list(sparsity.warnings) if sparsity else [])
+    sel.sparsity = sparsity
     sel.remotes = promisor_remotes(ctx.config)
     if sel.remotes and wanted:
         blobs = [entries[i].oid for i in wanted if entries[i].mode != MODE_GITLINK]

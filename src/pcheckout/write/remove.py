@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import stat as stat_mod
 from collections.abc import Collection, Sequence
 
@@ -15,7 +16,7 @@ from pcheckout.fs.files import full_path
 from pcheckout.fs.parallel import in_shares
 from pcheckout.git.tree import Entry
 
-__all__ = ["delete_parallel", "remove_empty_dirs", "rmdir_warning"]
+__all__ = ["delete_parallel", "remove_empty_dirs", "remove_expendable", "rmdir_warning"]
 
 
 def delete_parallel(
@@ -88,3 +89,20 @@ def remove_empty_dirs(root_b: bytes, deleted: Collection[bytes], written: Sequen
         # not empty (untracked files) or already gone: keep it, as git does
         with contextlib.suppress(OSError):
             os.rmdir(full_path(root_b, d))
+
+
+def remove_expendable(root_b: bytes, paths: Sequence[bytes]) -> None:
+    """Remove ``paths``, ignored files and directories in the way of what is written, a
+    directory with all it holds (unpack-trees.c: git's checkout overwrites ignored files,
+    remove_subtree for a directory)."""
+    for p in paths:
+        full = full_path(root_b, p)
+        try:
+            if stat_mod.S_ISDIR(os.lstat(full).st_mode):
+                shutil.rmtree(full)
+            else:
+                os.unlink(full)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise WriteError(p, exc) from None
