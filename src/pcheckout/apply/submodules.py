@@ -83,8 +83,8 @@ def _one(ctx: Context, m: SubmoduleMove) -> list[str]:
     if proc.returncode:
         return [*_said(proc.stderr), f"Submodule '{shown}' could not be updated."]
     if m.new is not None:
-        proc = sub.run(  # (its reference-transaction hook runs)
-            "update-ref", "HEAD", "--no-deref", m.new, ok_codes=(0, 1, 128), hooks=True
+        proc = sub.hooked().run(  # (its reference-transaction hook runs)
+            "update-ref", "HEAD", "--no-deref", m.new, ok_codes=(0, 1, 128)
         )
         return _said(proc.stderr) if proc.returncode else []
     _unpopulate(ctx, root, m)

@@ -251,8 +251,8 @@ def _moving(git: Git, then: str, *args: str) -> None:
     line: a ref's lock held ("Unable to create '.git/HEAD.lock': File exists."), then
     ``then``, what git checkout dies with after it (builtin/checkout.c
     update_refs_for_switch())."""
-    # (hooks=True: its reference-transaction hook sees what git's checkout gives it)
-    proc = git.run(*args, ok_codes=(0, 1, 128), hooks=True)
+    # (its reference-transaction hook sees what git's checkout gives it)
+    proc = git.hooked().run(*args, ok_codes=(0, 1, 128))
     if proc.returncode == 0:
         return
     said = [

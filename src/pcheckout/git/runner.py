@@ -12,7 +12,7 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -83,19 +83,27 @@ class Git:
     env: Mapping[str, str] | None = None
     exe: str = "git"
     version: tuple[int, int, int] = field(default=(0, 0, 0))
+    #: commands run where git's checkout runs them, whose hooks must see what git gives
+    #: them (:meth:`hooked`): without ``--no-pager`` (git passes it on as GIT_PAGER=cat)
+    hooks: bool = False
 
     def __post_init__(self) -> None:
         if self.version == (0, 0, 0):
             self.version = git_version(self.exe)
 
-    def argv(self, args: Sequence[str], *, hooks: bool = False) -> list[str]:
+    def argv(self, args: Sequence[str]) -> list[str]:
         # --no-pager: no output of ours goes to a terminal's pager, and without it every
         # command that sets up a repository reads all its config files once more
         # (git.c run_builtin: check_pager_config -> read_early_config) to look for
         # pager.<cmd>: on a 1 ms mount ~5 round trips, ~11 with a config.worktree.
-        # ``hooks``: a command run where git's checkout runs it, whose hooks must see
-        # what git gives them: without --no-pager (git passes it on as GIT_PAGER=cat).
-        return [self.exe, "-C", str(self.cwd), *([] if hooks else ["--no-pager"]), *args]
+        # (Not for a command whose hooks must see what git's checkout gives them.)
+        pager = [] if self.hooks else ["--no-pager"]
+        return [self.exe, "-C", str(self.cwd), *pager, *args]
+
+    def hooked(self) -> Git:
+        """This runner for commands run where git's checkout runs them: their hooks see
+        what git's own would (no ``--no-pager``)."""
+        return replace(self, hooks=True)
 
     def log(self, cmd: Sequence[str]) -> None:
         if self.debug is not None:
@@ -108,13 +116,11 @@ class Git:
         ok_codes: tuple[int, ...] = (0,),
         error: type[GitError] = GitError,
         what: str | None = None,
-        hooks: bool = False,
         extra_env: Mapping[str, str] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
-        """``git ARGS`` run to its end (``extra_env``: variables set for it alone;
-        ``hooks``: see :meth:`argv`)."""
-        cmd = self.argv(args, hooks=hooks)
-        proc = None if hooks else self.prestarted(args, input, extra_env)
+        """``git ARGS`` run to its end (``extra_env``: variables set for it alone)."""
+        cmd = self.argv(args)
+        proc = None if self.hooks else self.prestarted(args, input, extra_env)
         if proc is not None:
             if proc.returncode not in ok_codes:
                 raise error(what or f"'{_fmt(args)}' failed", cmd=cmd, stderr=proc.stderr)

@@ -223,7 +223,7 @@ def submodule_tree(
     returned, not raised: the caller says git's lines and goes on, as git's checkout does."""
     args = [*prefix, "read-tree", *(["--recurse-submodules"] if recurse else []), "-u"]
     args += ["--reset", *trees] if len(trees) == 1 else ["-m", *trees]
-    return sub.run(*args, ok_codes=(0, 1, 128), hooks=True)  # (its post-index-change)
+    return sub.hooked().run(*args, ok_codes=(0, 1, 128))  # (its post-index-change)
 
 
 def _run(
