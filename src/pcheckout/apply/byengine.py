@@ -69,16 +69,27 @@ def _fresh(job: Job) -> Written:
         lfs_read_ahead=plan.workers.workers if plan.fs.latency_bound else 0,
     )
     latency_bound = bool(plan.fs.latency_bound)
-    if plan.collisions is not None:  # paths that fold together, on a destination that folds
-        outcome, fetched = collided.write_rounds(ctx, request, sel, plan.collisions, latency_bound)
-    elif lfs_fetch is not None:
-        outcome, fetched = _write_while_lfs_fetches(ctx, request, sel, lfs_fetch, latency_bound)
-        lfs_fetch.keep(plan.workers.workers)  # (before the index records the checkout)
-    else:  # (partial.write_selected looked up when called: tests wrap it)
-        outcome, fetched = partial.write_selected(ctx, request, sel, latency_bound=latency_bound)
+    hooks = _start_lfs_hooks(ctx, plan.conversion, lfs_fetch)
+    try:
+        if plan.collisions is not None:  # paths that fold together, on a folding destination
+            outcome, fetched = collided.write_rounds(
+                ctx, request, sel, plan.collisions, latency_bound
+            )
+        elif lfs_fetch is not None:
+            outcome, fetched = _write_while_lfs_fetches(ctx, request, sel, lfs_fetch, latency_bound)
+            lfs_fetch.keep(plan.workers.workers)  # (before the index records the checkout)
+        else:  # (partial.write_selected looked up when called: tests wrap it)
+            outcome, fetched = partial.write_selected(
+                ctx, request, sel, latency_bound=latency_bound
+            )
+    except BaseException:
+        if hooks is not None:
+            hooks.kill()
+        raise
     if job.journal is not None:
         job.journal.close()
-    _lfs_hooks(ctx, plan.conversion)
+    if hooks is not None:
+        hooks.wait()
     failed = submodules.move(ctx, plan.root, plan.submodules)
     settle(plan.fs, outcome)
     write_fresh_index(
@@ -100,6 +111,17 @@ def _fresh(job: Job) -> Written:
         failed=tuple(failed),
         conversion=plan.conversion,  # (its LFS counts after the fetch)
     )
+
+
+def _start_lfs_hooks(
+    ctx: Context, conversion: convert.ConversionPlan, fetch: lfs.Fetch | None
+) -> lfs.HookInstall | None:
+    """:func:`_lfs_hooks` for a fresh checkout, started beside its writes: where LFS files
+    will be written without git-lfs (from the local store, there already or ``fetch``ed)."""
+    lfs_plan = conversion.lfs
+    if lfs_plan is None or not (lfs_plan.local or lfs_plan.plain or fetch is not None):
+        return None
+    return lfs.HookInstall(ctx.git, ctx.repo, ctx.config)
 
 
 def _lfs_hooks(ctx: Context, conversion: convert.ConversionPlan) -> None:
