@@ -274,3 +274,24 @@ def test_switch_as_git_switches(
     assert _index(ours) == _index(theirs)
     assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")
     assert git(ours, "rev-parse", "HEAD") == git(theirs, "rev-parse", "HEAD")
+
+
+@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+def test_a_probe_a_killed_run_left_is_removed(tmp_path: Path, writer: str) -> None:
+    # A run killed between the case probe's create and its unlink leaves the probe in the
+    # work tree; the next run that writes removes it, and nothing else of the user's.
+    src = make_repo(tmp_path, FILES)
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    (ours / ".pcheckout-CaseProbe-12345").write_bytes(b"")
+    (ours / ".pcheckout-CaseProbe-notapid").write_bytes(b"")  # not a probe's name
+    (ours / ".pcheckout-CaseProbe-777").write_bytes(b"kept: not empty\n")
+    dry = run_cli("checkout", "-C", str(ours), "--dry-run", env={"PCHECKOUT_WRITER": writer})
+    assert dry.returncode == 0, dry.stderr
+    assert (ours / ".pcheckout-CaseProbe-12345").exists()  # a dry run changes nothing
+    proc = run_cli("checkout", "-C", str(ours), env={"PCHECKOUT_WRITER": writer})
+    assert proc.returncode == 0, proc.stderr
+    assert not (ours / ".pcheckout-CaseProbe-12345").exists()
+    assert (ours / ".pcheckout-CaseProbe-notapid").exists()
+    assert (ours / ".pcheckout-CaseProbe-777").read_bytes() == b"kept: not empty\n"
+    untracked = git(ours, "status", "--porcelain").decode().splitlines()
+    assert sorted(untracked) == ["?? .pcheckout-CaseProbe-777", "?? .pcheckout-CaseProbe-notapid"]
