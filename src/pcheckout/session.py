@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from pcheckout.context import Context, Reporter, both
 from pcheckout.errors import GitError, NotARepositoryError, RevisionRefusedError
+from pcheckout.fs.casefold import without_probes
 from pcheckout.fs.listing import occupants
 from pcheckout.git import round1
 from pcheckout.git.config import read_config
@@ -154,6 +155,12 @@ class Ahead:
             except Exception:  # noqa: BLE001 - the main thread's import reports it
                 return
 
+    def engine_writes(self) -> bool:
+        """Whether pcheckout's engine will likely write (the destination is latency-bound
+        and no other writer was asked for).  Waits for the detection (a few ms)."""
+        self._detected.wait()
+        return self._imports and self._fs is not None and bool(self._fs.latency_bound)
+
     def local(self) -> bool:
         """Whether the destination was detected as not latency-bound (where git's writer
         runs: round 1 then lists what its switch needs; on a network mount a process more
@@ -259,6 +266,8 @@ def _found(
         if Path(early.git_dir).resolve() == repo.git_dir:
             patterns = Patterns(early.patterns)
     occupied = occupants(work_tree)
+    if not opts.dry_run:  # (under the index lock)
+        occupied = without_probes(work_tree, occupied)
     # An index is a switch's, as in git, even in an emptied work tree: git's two-way merge
     # keeps its staged changes and leaves a file deleted where both trees have it alike
     # (only a clone --no-checkout, an init or an interrupted fresh checkout has none).
@@ -321,6 +330,10 @@ def _early(git: Git, opts: CheckoutOptions, ahead: Ahead) -> _Early | None:
         listing = list_rooted(git, opts.rev)
     except (GitError, OSError):
         return None
+    if ahead.engine_writes():
+        # The engine needs every entry: parsed here, while round 1's other processes
+        # still run, not after them on the main thread (~25 ms at 4,800 entries).
+        listing.entries  # noqa: B018 - parses and keeps them
     try:
         with open(os.path.join(git_dir, "info", "sparse-checkout"), "rb") as f:
             patterns: bytes | None = f.read()
