@@ -225,10 +225,16 @@ def test_kept_files_changed_after_the_kill_are_written_again_on_the_latency_file
     # caches first (cached: the files were written a moment ago), else while it writes
     # the others (uncached: every lstat a round trip).  What changed since the kill must
     # still be found and written, with the unrecorded ones or in a second round.
-    ours = lfs_mount / "kill-changed"
-    git(src.parent, "clone", "-q", "--shared", "--no-checkout", str(src), str(ours))
-    proc = start_cli(["checkout", "-C", str(ours), "-q"])
-    assert kill_after(proc, ours, 2000)
+    for attempt in range(3):
+        ours = lfs_mount / f"kill-changed-{attempt}"
+        git(src.parent, "clone", "-q", "--shared", "--no-checkout", str(src), str(ours))
+        proc = start_cli(["checkout", "-C", str(ours), "-q"])
+        # (counting the files through the uncached mount is slow: the kill can land after
+        # the run's end, the marker gone; its changed files are then the user's, kept)
+        if kill_after(proc, ours, 1500) and (ours / ".git" / IN_PROGRESS).exists():
+            break
+    else:
+        pytest.skip("the checkout finished before the kill three times")
     on_disk = sorted(p for p in (ours / "d01").iterdir() if p.is_file())
     assert len(on_disk) >= 4
     same_size, chmod, gone, short = on_disk[:4]
