@@ -222,15 +222,7 @@ def _write_sparse(
     extensions += around.untracked
     if around.fsmonitor is not None:
         extensions += fsmonitor.extension(around.fsmonitor, ((e.path, e.mode) for e in entries))
-    data = ix.encode_index(
-        entries,
-        version=layout.version,
-        hash_name=layout.hash_name,
-        skip_hash=layout.skip_hash,
-        extensions=extensions,
-        sparse_directories=True,
-    )
-    _commit(ctx, data, lock)
+    _commit(ctx, _encoded(entries, layout, extensions, sparse=True), lock)
 
 
 def _cache_tree(ctx: Context, items: Iterable[cachetree.Item], tree: str) -> bytes:
@@ -259,6 +251,21 @@ def _absent(ctx: Context, oids: list[bytes]) -> set[bytes]:
 
 def _layout(ctx: Context, version: int) -> si.Layout:
     return si.Layout(version, ctx.repo.object_format, skip_hash(ctx.config, ctx.git.version))
+
+
+def _encoded(
+    entries: Sequence[ix.IndexEntry], layout: si.Layout, extensions: bytes, *, sparse: bool = False
+) -> bytes:
+    """An index of ``entries`` in ``layout``, then ``extensions`` (``sparse``: a sparse
+    index's ``sdir`` too)."""
+    return ix.encode_index(
+        entries,
+        version=layout.version,
+        hash_name=layout.hash_name,
+        skip_hash=layout.skip_hash,
+        extensions=extensions,
+        sparse_directories=sparse,
+    )
 
 
 def _commit(ctx: Context, data: bytes | bytearray | si.SplitWrite, lock: IndexLock | None) -> None:
@@ -356,14 +363,7 @@ def write_switch_index(
         split = si.encode_split(entries, kept.split, tied, ctx.config, layout, extensions)
         _commit(ctx, split, lock)
         return
-    data = ix.encode_index(
-        entries,
-        version=layout.version,
-        hash_name=layout.hash_name,
-        skip_hash=layout.skip_hash,
-        extensions=extensions,
-    )
-    _commit(ctx, data, lock)
+    _commit(ctx, _encoded(entries, layout, extensions), lock)
 
 
 def _split(ctx: Context, kept: KeptEntries) -> bool:
