@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from clonehelp import latency_mount
-from helpers import assert_same_as_git, git, snapshot, write_tree_files
+from helpers import assert_same_as_git, git, make_repo, snapshot, write_tree_files
 from lfshelp import (
     LFS_CONFIG,
     lfs_clone,
@@ -435,6 +435,20 @@ def test_git_lfs_hooks_installed_as_its_filter_would(
         assert ran["ours"] == ran["theirs"] > 0, rev
         for t in trace.values():
             t.unlink()
+
+
+def test_no_git_lfs_hooks_where_no_path_is_in_lfs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    """git-lfs configured, a tree with no attributes at all: git never starts git-lfs's
+    filter, which installs no hook, and neither does pcheckout (which then does not look
+    the paths up: no attribute can name the filter)."""
+    src = make_repo(tmp_path, {b"a": b"a\n", b"d/b": b"b\n"})
+    theirs = _theirs(src, tmp_path / "theirs", objects=False)
+    ours = lfs_clone(src, tmp_path / "ours", objects=False)
+    _ours(ours, monkeypatch)
+    assert _hooks(ours) == _hooks(theirs) == {}
+    _same(ours, theirs)
 
 
 def test_partial_clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
