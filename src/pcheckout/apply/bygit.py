@@ -19,7 +19,6 @@ from pcheckout.apply import collided
 from pcheckout.apply.job import Job, Written
 from pcheckout.context import Context
 from pcheckout.errors import GitError, GitRefusedError, Interrupted
-from pcheckout.git import attributes, lfs
 from pcheckout.git.config import config_bool
 from pcheckout.git.indexsize import written_bytes
 from pcheckout.git.lock import IndexLock, scratch_index
@@ -112,6 +111,8 @@ def _lfs_hooks(ctx: Context, written: Callable[[], Sequence[bytes]]) -> None:
     ``filter`` attribute is ``lfs``) and one is missing: git-lfs's filter installs them
     each time it starts, but under git's writer it read the ``core.hooksPath=/dev/null``
     that keeps git's own hooks off, and installed nothing."""
+    from pcheckout.git import attributes, lfs  # (only here: lfs imports its staging's)
+
     if not lfs.runs_git_lfs(ctx.config) or not lfs.hooks_missing(ctx.repo, ctx.config):
         return
     rows = attributes.lookup_in_index(ctx.git, ctx.repo, written(), ["filter"])

@@ -188,13 +188,17 @@ def _remove_leftovers(plan: Plan) -> None:
     them); before a fresh checkout or an export writes, what interrupted runs of other
     trees left (``decide/checkout.py``, ``decide/export.py``), and the directories that
     leaves empty."""
-    from pcheckout.write.remove import delete_parallel, remove_empty_dirs, remove_expendable
-
     root_b = os.fsencode(plan.root)
     if plan.expendable:
+        from pcheckout.write.remove import remove_expendable
+
         remove_expendable(root_b, plan.expendable)
     if plan.kind not in ("fresh", "resume", "export") or not plan.delete:
         return
+    # (imported where there is something to remove: write/remove.py's threads import
+    # concurrent.futures, ~3 ms before git's writer could start)
+    from pcheckout.write.remove import delete_parallel, remove_empty_dirs
+
     delete_parallel(root_b, plan.delete, max(1, plan.workers.workers), plan.min_share)
     remove_empty_dirs(root_b, set(plan.delete), plan.entries)
 
