@@ -127,9 +127,9 @@ def _start_lfs_hooks(
 def _lfs_hooks(ctx: Context, conversion: convert.ConversionPlan) -> None:
     """git-lfs's hooks where one is missing, as git-lfs's filter installs them when it
     starts, where LFS files were written without it."""
-    lfs_plan = conversion.lfs
-    if lfs_plan is not None and (lfs_plan.local or lfs_plan.plain):
-        lfs.install_hooks(ctx.git, ctx.repo, ctx.config)
+    hooks = _start_lfs_hooks(ctx, conversion, None)
+    if hooks is not None:
+        hooks.wait()
 
 
 def _fetch_lfs(ctx: Context, conversion: convert.ConversionPlan, commit: str | None) -> None:

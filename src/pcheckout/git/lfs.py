@@ -549,18 +549,15 @@ def hooks_missing(repo: Repo, config: Mapping[str, str]) -> bool:
     return not all(hooks.find(repo, config, name) is not None for name in HOOKS)
 
 
-def install_hooks(git: Git, repo: Repo, config: Mapping[str, str]) -> bool:
+def install_hooks(git: Git, repo: Repo, config: Mapping[str, str]) -> None:
     """What git-lfs's filter does when it starts, for a checkout that ran none: its hooks
     where one is missing (``git lfs update``; one that exists is left as it is, and a
-    failure is git-lfs's to report the next time it runs).  True if it ran."""
-    if not hooks_missing(repo, config):
-        return False
-    git.run("lfs", "update", ok_codes=tuple(range(256)))
-    return True
+    failure is git-lfs's to report the next time it runs)."""
+    HookInstall(git, repo, config).wait()
 
 
 class HookInstall:
-    """:func:`install_hooks` started beside the writes (``git lfs update`` is a git-lfs
+    """:func:`install_hooks`, started beside the writes (``git lfs update`` is a git-lfs
     process that finds the repository first: ~0.3 s on the 1 ms latency mount, after the
     last file where it ran last); :meth:`wait` for it before the hooks run, :meth:`kill`
     if the run fails."""
