@@ -27,6 +27,7 @@ from typing import NamedTuple
 from pcheckout.errors import GitError
 from pcheckout.git import ewah
 from pcheckout.git.config import parse_bool
+from pcheckout.git.tree import MODE_GITLINK  # (a gitlink is never fsmonitor-valid)
 
 __all__ = ["Kept", "SIGNATURE", "enabled", "extension", "read"]
 
@@ -36,8 +37,6 @@ SIGNATURE = b"FSMN"
 VERSION1, VERSION2 = 1, 2
 _U32 = struct.Struct(">I")
 _U64 = struct.Struct(">Q")
-#: git's mode bits of a gitlink (never fsmonitor-valid)
-MODE_GITLINK = 0o160000
 
 
 class Kept(NamedTuple):
