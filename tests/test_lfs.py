@@ -190,10 +190,9 @@ def _copy_store(src: Path, repo: Path) -> Path:
     return repo / "tmp-store"
 
 
-def test_switch_writes_only_changed_lfs_files(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
-) -> None:
-    files = lfs_files(4)
+def _with_branch_two(tmp_path: Path, files: dict[bytes, bytes]) -> Path:
+    """An LFS repository of ``files`` on main, and a branch ``two`` that changes one LFS
+    file and adds another (HEAD left on main)."""
     src = lfs_repo(tmp_path, files)
     git(src, "checkout", "-q", "-b", "two")
     (src / "d1/blob01.bin").write_bytes(b"changed\n" * 999)
@@ -201,6 +200,14 @@ def test_switch_writes_only_changed_lfs_files(
     git(src, "add", "-A")
     git(src, "commit", "-q", "-m", "two")
     git(src, "checkout", "-q", "main")
+    return src
+
+
+def test_switch_writes_only_changed_lfs_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str
+) -> None:
+    files = lfs_files(4)
+    src = _with_branch_two(tmp_path, files)
     theirs = _theirs(src, tmp_path / "theirs")
     git(theirs, "checkout", "-q", "two")
     ours = lfs_clone(src, tmp_path / "ours")
@@ -310,13 +317,7 @@ def test_switch_fetches_the_missing_objects_in_batches(
     """A switch's changed LFS files whose objects are behind the remote: fetched by one
     git lfs fetch per --include list (here one per path), not one download per file."""
     files = lfs_files(4)
-    src = lfs_repo(tmp_path, files)
-    git(src, "checkout", "-q", "-b", "two")
-    (src / "d1/blob01.bin").write_bytes(b"changed\n" * 999)
-    (src / "new.bin").write_bytes(b"new\n" * 5000)
-    git(src, "add", "-A")
-    git(src, "commit", "-q", "-m", "two")
-    git(src, "checkout", "-q", "main")
+    src = _with_branch_two(tmp_path, files)
     theirs = _file_clone(src, tmp_path / "theirs")
     git(theirs, "checkout", "-q", "-f", "main")
     git(theirs, "checkout", "-q", "two")
@@ -483,13 +484,7 @@ def test_on_a_network_mount_missing_objects_land_in_a_local_stage_first(
     staging store (git/lfsstage.py): the result, the repository's store included, is git's
     and git-lfs's; the stage is gone afterwards; the file:// remote still answers."""
     files = lfs_files(6)
-    src = lfs_repo(tmp_path, files)
-    git(src, "checkout", "-q", "-b", "two")
-    (src / "d1/blob01.bin").write_bytes(b"changed\n" * 999)
-    (src / "new.bin").write_bytes(b"new\n" * 5000)
-    git(src, "add", "-A")
-    git(src, "commit", "-q", "-m", "two")
-    git(src, "checkout", "-q", "main")
+    src = _with_branch_two(tmp_path, files)
     theirs = _file_clone(src, tmp_path / "theirs")
     git(theirs, "checkout", "-q", "-f", "main")
     scratch = tmp_path / "tmpdir"
