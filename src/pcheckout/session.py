@@ -147,7 +147,7 @@ class Ahead:
         finally:
             self._detected.set()
         names: tuple[str, ...] = PLAN_MODULES
-        if self._imports and self._fs.latency_bound:
+        if self.engine_writes():
             names += ENGINE_MODULES
         for name in names:
             try:
