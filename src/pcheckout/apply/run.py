@@ -196,7 +196,7 @@ def _remove_leftovers(plan: Plan) -> None:
     if plan.kind not in ("fresh", "resume", "export") or not plan.delete:
         return
     # (imported where there is something to remove: write/remove.py's threads import
-    # concurrent.futures, ~3 ms before git's writer could start)
+    # concurrent.futures and logging, ~5 ms before git's writer could start)
     from pcheckout.write.remove import delete_parallel, remove_empty_dirs
 
     delete_parallel(root_b, plan.delete, max(1, plan.workers.workers), plan.min_share)
