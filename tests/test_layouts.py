@@ -171,6 +171,29 @@ def test_a_separate_git_dir_and_sha256(tmp_path: Path) -> None:
     assert_same_as_git(ours, theirs)
 
 
+def test_sha256_with_attributes_in_nested_gitattributes(tmp_path: Path) -> None:
+    """The tree's .gitattributes read from a sha256 repository (git 2.39: the temporary
+    index pcheckout writes itself for check-attr --cached)."""
+    src = tmp_path / "src"
+    git(tmp_path, "init", "-q", "-b", "main", "--object-format=sha256", "src")
+    (src / ".gitattributes").write_bytes(b"*.txt text eol=crlf\n")
+    (src / "sub").mkdir()
+    (src / "sub" / ".gitattributes").write_bytes(b"*.txt -text ident\n")
+    for d in (src, src / "sub"):
+        (d / "a.txt").write_bytes(b"one\ntwo $Id$\n")
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "c1")
+
+    def make(root: Path) -> tuple[Path, dict[str, str]]:
+        return _clone(root, "--no-checkout"), {}
+
+    _both(tmp_path, make, "main")
+    ours, theirs = tmp_path / "ours" / "w", tmp_path / "theirs" / "w"
+    assert_same_as_git(ours, theirs)
+    assert (ours / "a.txt").read_bytes() == b"one\r\ntwo $Id$\r\n"
+    assert (ours / "sub" / "a.txt").read_bytes().startswith(b"one\ntwo $Id: ")
+
+
 @pytest.mark.parametrize("where", ["nowhere", "bare", "git-dir", "missing"])
 def test_where_git_refuses_to_run(tmp_path: Path, where: str) -> None:
     """git dies there (128) before it reads REV: its message, pcheckout's exit code."""
