@@ -75,16 +75,17 @@ def read_tree(root: Path) -> list[tuple[bytes, bytes, int]]:
     return out
 
 
-def write_tree(dest: Path, tree: list[tuple[bytes, bytes, int]], big_threads: int,
-               other_threads: int) -> tuple[float, float]:  # fmt: skip
+def write_tree(
+    dest: Path, tree: list[tuple[bytes, bytes, int]], big_threads: int, other_threads: int
+) -> tuple[float, float]:
     """Write ``tree`` under ``dest``: (seconds for all, seconds for the largest directory)."""
     parent = [rel.rpartition(b"/")[0] for rel, _, _ in tree]
     sizes: dict[bytes, int] = {}
     for p in parent:
         sizes[p] = sizes.get(p, 0) + 1
     big = max(sizes, key=sizes.__getitem__)
-    bigs = [f for f, p in zip(tree, parent) if p == big]
-    rest = [f for f, p in zip(tree, parent) if p != big]
+    bigs = [f for f, p in zip(tree, parent, strict=True) if p == big]
+    rest = [f for f, p in zip(tree, parent, strict=True) if p != big]
     root = os.fsencode(dest)
     made: set[bytes] = set()
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
@@ -104,13 +105,10 @@ def write_tree(dest: Path, tree: list[tuple[bytes, bytes, int]], big_threads: in
                 os.close(fd)
         ends[kind] = max(ends.get(kind, 0.0), time.perf_counter())
 
-    n = len(rest)
-    pool = [threading.Thread(target=write, args=(bigs[k::big_threads], "big"))
-            for k in range(big_threads)]  # fmt: skip
-    pool += [
-        threading.Thread(target=write, args=(rest[n * k // other_threads : n * (k + 1) // other_threads], "rest"))
-        for k in range(other_threads)
-    ]  # fmt: skip
+    n, k = len(rest), other_threads
+    shares = [(bigs[j::big_threads], "big") for j in range(big_threads)]
+    shares += [(rest[n * j // k : n * (j + 1) // k], "rest") for j in range(k)]
+    pool = [threading.Thread(target=write, args=share) for share in shares]
     t0 = time.perf_counter()
     for t in pool:
         t.start()
@@ -125,7 +123,8 @@ def tree_floor(a: argparse.Namespace, base: Path) -> None:
         for others in (int(x) for x in a.other_threads.split(",")):
             times, bigs = [], []
             for run in range(a.runs):
-                backing, mnt = base / f"b{threads}-{others}-{run}", base / f"m{threads}-{others}-{run}"
+                name = f"{threads}-{others}-{run}"
+                backing, mnt = base / f"b{name}", base / f"m{name}"
                 backing.mkdir()
                 mnt.mkdir()
                 with latencyfs.mounted(
@@ -136,9 +135,10 @@ def tree_floor(a: argparse.Namespace, base: Path) -> None:
                     times.append(t)
                     bigs.append(b)
                 shutil.rmtree(backing)
+            med = statistics.median(times)
             print(
                 f"{len(tree)} files of {a.tree.name}, largest directory by {threads} threads, "
-                f"the rest by {others}, {a.latency_ms:g} ms: median {statistics.median(times):.3f} s "
+                f"the rest by {others}, {a.latency_ms:g} ms: median {med:.3f} s "
                 f"(largest directory done at {statistics.median(bigs):.3f} s; runs "
                 f"{', '.join(f'{t:.3f}' for t in times)})",
                 flush=True,
