@@ -199,13 +199,14 @@ def _feed(pipe: IO[bytes], paths: Sequence[bytes]) -> None:
 
 
 def _attr_git(git: Git, repo: Repo, extra_env: Mapping[str, str], *, worktree: bool = False) -> Git:
-    """A runner for check-attr and the temporary index, with GIT_FLUSH=0 (check-attr
+    """A runner for check-attr, with GIT_FLUSH=0 (check-attr
     otherwise flushes after every path when its output is a pipe: write-or-die.c).
 
     Attributes of a tree need no work tree: git runs with ``GIT_DIR`` set from a local
     directory, so it neither searches for the repository nor stats anything on the way
-    (on the 1 ms latency filesystem that took update-index + check-attr of a 1,000-file
-    tree from ~300 to ~100 ms, docs/benchmarks.md "Attributes").  The work tree's own
+    (on the 1 ms latency filesystem that took the temporary index's update-index and
+    check-attr of a 1,000-file tree from ~300 to ~100 ms, docs/benchmarks.md
+    "Attributes"; the index is now written in-process).  The work tree's own
     attributes (``worktree``) need its top as the current directory (paths are relative
     to it)."""
     base = dict(os.environ if git.env is None else git.env)
