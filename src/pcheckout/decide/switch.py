@@ -208,7 +208,7 @@ def _unmerged_as_changed(entries: list[ix.IndexEntry]) -> list[ix.IndexEntry]:
         elif e.path not in sides or e.stage == 2 or (e.stage == 3 and sides[e.path].stage == 1):
             sides[e.path] = e
     for e in sides.values():
-        out.append(ix.IndexEntry(e.path, e.mode, e.oid, 0, 0, 0, 0, 0, 0, 0, 0, 0))
+        out.append(ix.IndexEntry(e.path, e.mode, e.oid, *ix.NO_STAT))
     return sorted(out, key=lambda e: e.path)
 
 

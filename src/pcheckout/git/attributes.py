@@ -304,10 +304,6 @@ def known_attributes(
     return known, sorted(set(absent.values()))
 
 
-#: An index entry's stat data where there is no file (ctime, mtime, dev, ino, uid, gid, size).
-_NO_STAT = (0,) * 9
-
-
 class TreeAttributes:
     """Attributes read from one tree, as git reads them at checkout or archive:
     the tree's ``.gitattributes`` (never a working tree's) and the repository's
@@ -351,7 +347,7 @@ class TreeAttributes:
             # (Imported here: a tree without .gitattributes need not pay its ~3 ms.)
             from pcheckout.git import index as ix
 
-            rows = [ix.IndexEntry(e.path, e.mode, bytes.fromhex(e.oid), *_NO_STAT) for e in attrs]
+            rows = [ix.IndexEntry(e.path, e.mode, bytes.fromhex(e.oid), *ix.NO_STAT) for e in attrs]
             with open(self.index_file, "wb") as f:
                 f.write(ix.encode_index(rows, hash_name=repo.object_format))
 

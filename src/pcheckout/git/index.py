@@ -111,6 +111,9 @@ NS_PER_S = 1_000_000_000
 
 
 StatFields = tuple[int, int, int, int, int, int, int, int, int]
+#: The stat data of an entry that has no file behind it (a skip-worktree or sparse-directory
+#: entry, a temporary index's): all zero, as git records it.
+NO_STAT: StatFields = (0, 0, 0, 0, 0, 0, 0, 0, 0)
 #: A file's stat data as lstat gives it: ctime and mtime in ns, dev, ino, uid, gid, size
 #: (``fs.files.StatData`` is one)
 StatData = tuple[int, int, int, int, int, int, int]

@@ -33,7 +33,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from pcheckout.git.config import config_bool
-from pcheckout.git.index import EXT_FLAG_SKIP_WORKTREE, MODE_SPARSE_DIR, IndexEntry, sort_key
+from pcheckout.git.index import (
+    EXT_FLAG_SKIP_WORKTREE,
+    MODE_SPARSE_DIR,
+    NO_STAT,
+    IndexEntry,
+    sort_key,
+)
 from pcheckout.git.runner import Git
 from pcheckout.git.tree import Entry, list_tree
 
@@ -494,10 +500,6 @@ def split(
     return inside, outside
 
 
-#: An entry's stat data where git records none (ctime, mtime, dev, ino, uid, gid, size).
-_NO_STAT = (0, 0, 0, 0, 0, 0, 0, 0, 0)
-
-
 def expand_sparse_directories(git: Git, entries: Sequence[IndexEntry]) -> list[IndexEntry]:
     """A sparse index's entries with every sparse-directory entry (mode 040000, path
     ending in "/") replaced by the files of its tree, each skip-worktree with zero stat
@@ -513,7 +515,7 @@ def expand_sparse_directories(git: Git, entries: Sequence[IndexEntry]) -> list[I
                 d.path + t.path,
                 t.mode,
                 bytes.fromhex(t.oid),
-                *_NO_STAT,
+                *NO_STAT,
                 extended_flags=EXT_FLAG_SKIP_WORKTREE,
             )
             for t in list_tree(git, d.oid.hex())

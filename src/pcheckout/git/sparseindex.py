@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 
 from pcheckout.git import cachetree
 from pcheckout.git.config import config_bool
-from pcheckout.git.index import EXT_FLAG_SKIP_WORKTREE, MODE_SPARSE_DIR, IndexEntry
+from pcheckout.git.index import EXT_FLAG_SKIP_WORKTREE, MODE_SPARSE_DIR, NO_STAT, IndexEntry
 from pcheckout.git.indexformat import FLAG_STAGE_MASK
 from pcheckout.git.sparse import Sparsity
 
@@ -72,7 +72,7 @@ def _collapse(w: _Walk, start: int, end: int, prefix: bytes) -> None:
         oid = w.trees[prefix[:-1]]
         w.out.append(
             IndexEntry(
-                prefix, MODE_SPARSE_DIR, oid, *_NO_STAT, extended_flags=EXT_FLAG_SKIP_WORKTREE
+                prefix, MODE_SPARSE_DIR, oid, *NO_STAT, extended_flags=EXT_FLAG_SKIP_WORKTREE
             )
         )
         return
@@ -103,7 +103,3 @@ def _collapsible(w: _Walk, start: int, end: int, prefix: bytes) -> bool:
         return False
     skip = EXT_FLAG_SKIP_WORKTREE
     return all(w.entries[k].extended_flags & skip for k in range(start, end))
-
-
-#: A sparse-directory entry's stat data (ctime, mtime, dev, ino, uid, gid, size): none.
-_NO_STAT = (0, 0, 0, 0, 0, 0, 0, 0, 0)

@@ -186,13 +186,8 @@ def _packed(e: Entry, packed: bytes | None) -> bytes:
 def _skipped(e: Entry) -> ix.IndexEntry:
     """An entry outside the sparse checkout: zero stat data, the skip-worktree bit."""
     return ix.IndexEntry(
-        e.path, e.mode, bytes.fromhex(e.oid), *_NO_STAT, extended_flags=ix.EXT_FLAG_SKIP_WORKTREE
+        e.path, e.mode, bytes.fromhex(e.oid), *ix.NO_STAT, extended_flags=ix.EXT_FLAG_SKIP_WORKTREE
     )
-
-
-#: The stat data git records for an entry it did not write (ctime, mtime, dev, ino, uid,
-#: gid, size): none.
-_NO_STAT = (0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
 class _Around(NamedTuple):
