@@ -35,10 +35,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import latencyfs  # noqa: E402
+
+T = TypeVar("T")
 
 
 def create_all(directory: Path, files: int, threads: int) -> float:
@@ -117,24 +121,35 @@ def write_tree(
     return time.perf_counter() - t0, ends["big"] - t0
 
 
+def on_fresh_mount(a: argparse.Namespace, base: Path, name: str, run: Callable[[Path], T]) -> T:
+    """``run(directory)`` on a new, empty latency mount (removed after)."""
+    backing, mnt = base / f"b{name}", base / f"m{name}"
+    backing.mkdir()
+    mnt.mkdir()
+    try:
+        with latencyfs.mounted(
+            backing, mnt, latency_ms=a.latency_ms, cache_seconds=a.cache_seconds
+        ):
+            (mnt / "d").mkdir()
+            return run(mnt / "d")
+    finally:
+        shutil.rmtree(backing)
+
+
 def tree_floor(a: argparse.Namespace, base: Path) -> None:
     tree = read_tree(a.tree)
     for threads in (int(x) for x in a.threads.split(",")):
         for others in (int(x) for x in a.other_threads.split(",")):
             times, bigs = [], []
             for run in range(a.runs):
-                name = f"{threads}-{others}-{run}"
-                backing, mnt = base / f"b{name}", base / f"m{name}"
-                backing.mkdir()
-                mnt.mkdir()
-                with latencyfs.mounted(
-                    backing, mnt, latency_ms=a.latency_ms, cache_seconds=a.cache_seconds
-                ):
-                    (mnt / "w").mkdir()
-                    t, b = write_tree(mnt / "w", tree, threads, others)
-                    times.append(t)
-                    bigs.append(b)
-                shutil.rmtree(backing)
+                t, b = on_fresh_mount(
+                    a,
+                    base,
+                    f"{threads}-{others}-{run}",
+                    lambda d: write_tree(d, tree, threads, others),  # noqa: B023 (run at once)
+                )
+                times.append(t)
+                bigs.append(b)
             med = statistics.median(times)
             print(
                 f"{len(tree)} files of {a.tree.name}, largest directory by {threads} threads, "
@@ -161,17 +176,15 @@ def main(argv: list[str] | None = None) -> int:
             tree_floor(a, base)
             return 0
         for threads in (int(x) for x in a.threads.split(",")):
-            times = []
-            for run in range(a.runs):
-                backing, mnt = base / f"b{threads}-{run}", base / f"m{threads}-{run}"
-                backing.mkdir()
-                mnt.mkdir()
-                with latencyfs.mounted(
-                    backing, mnt, latency_ms=a.latency_ms, cache_seconds=a.cache_seconds
-                ):
-                    (mnt / "d").mkdir()
-                    times.append(create_all(mnt / "d", a.files, threads))
-                shutil.rmtree(backing)
+            times = [
+                on_fresh_mount(
+                    a,
+                    base,
+                    f"{threads}-{run}",
+                    lambda d: create_all(d, a.files, threads),  # noqa: B023 (run at once)
+                )
+                for run in range(a.runs)
+            ]
             med = statistics.median(times)
             print(
                 f"{a.files} creates in one directory, {threads} threads, "
