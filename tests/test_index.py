@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pcheckout.errors import PcheckoutError, WriteError
+from pcheckout.fdio import write_all
 from pcheckout.git import index as index_mod
 from pcheckout.git.index import (
     EXT_FLAG_INTENT_TO_ADD,
@@ -31,6 +32,7 @@ from pcheckout.git.index import (
     decode_index,
     encode_index,
     encode_rows,
+    encoded_pieces,
     read_index,
     sort_key,
     write_index,
@@ -407,14 +409,13 @@ def test_failure_mid_write_removes_the_lock(
 ) -> None:
     before = index_path(small_repo).read_bytes()
     idx = read_index(index_path(small_repo))
-    real_write_all = index_mod.write_all
 
     def half_then_fail(fd: int, data: bytes) -> None:
-        real_write_all(fd, data[: len(data) // 2])
+        write_all(fd, data[: len(data) // 2])
         assert index_path(small_repo).with_name("index.lock").stat().st_size == len(data) // 2
         raise failure
 
-    monkeypatch.setattr(index_mod, "write_all", half_then_fail)
+    monkeypatch.setattr(index_mod, "write_each", half_then_fail)
     expected = WriteError if isinstance(failure, OSError) else KeyboardInterrupt
     with pytest.raises(expected) as info:
         write_index(index_path(small_repo), idx.entries, version=4, hash_name=idx.hash_name)
@@ -716,3 +717,46 @@ def test_fsmonitor_extension_read_as_git_reads_it() -> None:
     assert fsmonitor.enabled({"core.fsmonitor": "true"})
     assert not fsmonitor.enabled({"core.fsmonitor": "false"})
     assert not fsmonitor.enabled({})
+
+
+def _many_entries(count: int) -> list[IndexEntry]:
+    return [
+        IndexEntry(b"d%03d/f%05d" % (i % 7, i), 0o100644, bytes([i % 256]) * 20, *(i,) * 9)
+        for i in range(count)
+    ]
+
+
+@pytest.mark.parametrize("skip_hash", [False, True])
+def test_an_index_in_pieces_is_the_index_encoded_whole(
+    monkeypatch: pytest.MonkeyPatch, skip_hash: bool
+) -> None:
+    entries = sorted(_many_entries(3000), key=sort_key)
+    how = Encoding(2, "sha1", skip_hash=skip_hash, extensions=b"TREE\0\0\0\0")
+    whole = encode_rows(index_mod._rows(entries), len(entries), how)
+    monkeypatch.setattr(index_mod, "INDEX_PIECE", 4096)
+    monkeypatch.setattr(index_mod, "_ROWS_PER_LOOK", 1)
+    pieces = list(encoded_pieces(index_mod._rows(entries), len(entries), how))
+    assert len(pieces) > 10 and all(len(p) >= 4096 for p in pieces[:-1])
+    assert b"".join(pieces) == whole
+    assert list(decode_index(bytes(whole)).entries) == entries
+
+
+def test_a_bad_row_after_pieces_were_written_leaves_the_index_as_it_was(
+    small_repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index committed as it is encoded (the fresh checkout's): a row refused half way
+    leaves the index untouched and the lock gone, as a failure before any piece would."""
+    from pcheckout.git.lock import IndexLock
+
+    before = index_path(small_repo).read_bytes()
+    monkeypatch.setattr(index_mod, "INDEX_PIECE", 256)
+    monkeypatch.setattr(index_mod, "_ROWS_PER_LOOK", 1)
+    entries = sorted(_many_entries(50), key=sort_key)
+    rows = list(index_mod._rows(entries))
+    rows[40] = (rows[40][0] + b"\0bad", *rows[40][1:])
+    lock = IndexLock.acquire(index_path(small_repo))
+    with pytest.raises(CorruptIndexError):
+        lock.commit(encoded_pieces(iter(rows), len(rows), Encoding()))
+    assert not lock.held
+    assert index_path(small_repo).read_bytes() == before
+    assert sorted(p.name for p in index_path(small_repo).parent.glob("index*")) == ["index"]

@@ -48,7 +48,7 @@ from types import TracebackType
 from typing import NamedTuple
 
 from pcheckout.errors import IndexLockError, WriteError, unable_to_lock_message
-from pcheckout.fdio import write_all
+from pcheckout.fdio import Data, write_each
 
 #: First bytes of the line pcheckout writes into a lock it holds.
 RECORD_PREFIX = b"pcheckout-lock 1 "
@@ -189,9 +189,10 @@ class IndexLock:
             os.ftruncate(self._fd, len(view))
         self._size = len(view)
 
-    def commit(self, data: bytes | bytearray | memoryview) -> None:
-        """Write ``data`` (an encoded index) beside the lock, rename it over the
-        index, then remove the lock; the lock is gone afterwards either way.
+    def commit(self, data: Data | Iterator[Data]) -> None:
+        """Write ``data`` (an encoded index, or its pieces as they are encoded) beside the
+        lock, rename it over the index, then remove the lock; the lock is gone afterwards
+        either way (an encoding that fails half way included).
 
         Not into the lock itself, as git does: the lock keeps its record until the
         index is in place, so a kill at any moment leaves a lock that the re-run
@@ -202,7 +203,7 @@ class IndexLock:
         try:
             fd = os.open(new, _O_NEW | os.O_TRUNC, 0o666)
             try:
-                write_all(fd, data)
+                write_each(fd, data)
             finally:
                 os.close(fd)
             os.rename(new, self.index)

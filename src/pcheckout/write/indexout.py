@@ -154,18 +154,18 @@ def write_fresh_index(
         tree,
     )
     extensions += _first_untracked(ctx, layout.hash_name)
-    data = ix.encode_rows(
-        rows(),
-        n,
-        ix.Encoding(
-            layout.version,
-            layout.hash_name,
-            skip_hash=layout.skip_hash and not split,
-            extended=skip is not None,
-            extensions=b"" if split else extensions,
-        ),
+    how = ix.Encoding(
+        layout.version,
+        layout.hash_name,
+        skip_hash=layout.skip_hash and not split,
+        extended=skip is not None,
+        extensions=b"" if split else extensions,
     )
-    _commit(ctx, si.around_shared(bytes(data), layout, extensions) if split else data, lock)
+    if split:
+        shared = bytes(ix.encode_rows(rows(), n, how))
+        _commit(ctx, si.around_shared(shared, layout, extensions), lock)
+    else:  # written as it is encoded: never held whole (42 MiB at 250,000 entries)
+        _commit(ctx, ix.encoded_pieces(rows(), n, how), lock)
 
 
 def _first_untracked(ctx: Context, hash_name: str) -> bytes:
@@ -263,9 +263,13 @@ def _encoded(
     )
 
 
-def _commit(ctx: Context, data: bytes | bytearray | si.SplitWrite, lock: IndexLock | None) -> None:
-    """Put the index (and a split index's shared index first) in place, through ``lock``
-    (held since the run began) if given."""
+def _commit(
+    ctx: Context,
+    data: bytes | bytearray | Iterator[bytearray] | si.SplitWrite,
+    lock: IndexLock | None,
+) -> None:
+    """Put the index (its bytes, or their pieces as they are encoded; and a split index's
+    shared index first) in place, through ``lock`` (held since the run began) if given."""
     git_dir = os.fsencode(ctx.repo.git_dir)
     index = data.data if isinstance(data, si.SplitWrite) else data
     if isinstance(data, si.SplitWrite):
