@@ -252,7 +252,7 @@ def _select(
         k: rows[i][:n_conv] for k, i in enumerate(keep) if attributes.convertible(entries[i])
     }
     settings = convert.Settings.from_config(config)
-    plan = convert.build_plan(sources, len(out), conv_rows, settings)
+    plan = convert.build_plan(sources, len(out), conv_rows.items(), settings)
     plan.unknown = unknown
     subst = [
         k
