@@ -8,7 +8,6 @@ another mount.  The file format is in ``docs/tuning.md``; :mod:`pcheckout.tune` 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import tempfile
 from collections.abc import Mapping
@@ -139,8 +138,14 @@ def _read_cache(path: Path | None = None, section: str = "mounts") -> dict[str, 
     """The stored results by key (``mounts``: mount keys; the shared file's ``exports``:
     export keys); an unreadable or foreign file counts as empty."""
     try:
-        data = json.loads((path or cache_path()).read_text(encoding="utf-8"))
+        text = (path or cache_path()).read_text(encoding="utf-8")
     except (OSError, ValueError):
+        return {}
+    import json  # (here: a run without a stored result, the usual one, need not pay ~1.4 ms)
+
+    try:
+        data = json.loads(text)
+    except ValueError:
         return {}
     if not isinstance(data, dict) or data.get("version") != _CACHE_VERSION:
         return {}
@@ -152,6 +157,8 @@ def _read_cache(path: Path | None = None, section: str = "mounts") -> dict[str, 
 
 def _write_cache(entries: dict[str, dict[str, Any]], path: Path, section: str = "mounts") -> None:
     """Atomically: a temporary file in the same directory, fsync, rename over the old one."""
+    import json
+
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -192,7 +199,8 @@ def store(result: TuneResult) -> Path:
 
 def stored(fs: FsInfo) -> TuneResult | None:
     """The full stored result (with its curve) for exactly this mount, else None."""
-    entry = _read_cache().get(fs.mount_key)
+    cache = _read_cache()
+    entry = cache.get(fs.mount_key) if cache else None  # (no cache, no key to make)
     if entry is None:
         return None
     try:
