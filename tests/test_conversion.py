@@ -20,6 +20,7 @@ from helpers import assert_same_as_git, clone_no_checkout, git, run_cli
 from test_attributes import SETTINGS
 
 from pcheckout.checkout import CheckoutOptions, checkout
+from pcheckout.context import NullReporter
 from pcheckout.errors import FilterError
 
 PROCFILTER = Path(__file__).resolve().parent / "procfilter.py"
@@ -215,4 +216,42 @@ def test_attributes_of_the_target_not_of_head(tmp_path: Path) -> None:
     checkout(CheckoutOptions(directory=ours, rev="main"))
     assert (ours / "a.txt").read_bytes() == b"a\r\nb\r\n"
     git(theirs, "checkout", "-q", "main")
+    assert_same_as_git(ours, theirs)
+
+
+class _Said(NullReporter):
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def git_message(self, line: str) -> None:
+        self.lines.append(line)
+
+
+@pytest.mark.parametrize("how", ["threads", "processes", "git's writer"])
+def test_a_filter_that_fails_but_is_not_required_is_reported_as_git_reports_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """git's checkout writes such a file as stored and says "error: external filter ...
+    failed" for it (convert.c), -q or not; the engine's cat-files said it to a file."""
+    from pcheckout.write import forked
+
+    files = {b".gitattributes": b"*.bad filter=bad\n", b"ok.txt": b"fine\n"}
+    files.update({b"d%d/x%d.bad" % (i % 3, i): b"data %d\n" % i for i in range(12)})
+    src = init_raw(tmp_path / "src", files)
+    cfg = {"filter.bad.smudge": "false"}
+    theirs = clone_no_checkout(src, tmp_path / "theirs", cfg)
+    want = _git_checkout(theirs)
+    assert want.returncode == 0
+    said = sorted(want.stderr.decode().splitlines())
+    assert said and all("external filter 'false' failed" in line for line in said)
+    ours = clone_no_checkout(src, tmp_path / "ours", cfg)
+    if how == "processes":
+        monkeypatch.setattr(forked, "MIN_ENTRIES_PER_PROCESS", 5)
+        monkeypatch.setattr(forked, "MIN_ENTRIES", 10)
+    ui = _Said()
+    writer = "git" if how == "git's writer" else "pcheckout"
+    opts = CheckoutOptions(directory=ours, workers=2, writer=writer, processes=how == "processes")
+    result = checkout(opts, ui)
+    assert result.processes == (how == "processes")
+    assert sorted(ui.lines) == said
     assert_same_as_git(ours, theirs)

@@ -49,6 +49,10 @@ REQUEST_WINDOW = 4096
 #: 64 KiB on Linux, so a larger buffer never fills and only costs memory (x64
 #: workers).
 READ_BUFFER = 64 * 1024
+#: What a cat-file printed on stderr kept for the user at its clean exit (its last bytes):
+#: git's lines about the files it converted ("error: external filter 'x' failed", a
+#: filter process's own words), which git's checkout prints as it writes.
+SAID_LIMIT = 1 << 20
 #: Blobs up to this size are read in one call and written with one write().
 SMALL_BLOB = 1024 * 1024
 #: The empty tree of each object format (``git hash-object -t tree /dev/null``),
@@ -186,6 +190,8 @@ class CatFile:
         self.last_request = b""
         #: The object whose answer is being read (named when the answer is bad).
         self.asked = ""
+        #: What git printed on stderr, once it exited cleanly (:meth:`close`).
+        self.said = b""
         self._failure: CatFileError | None = None
         popen_kw: dict[str, Any] = dict(
             stdin=subprocess.PIPE,
@@ -309,10 +315,11 @@ class CatFile:
             return
         finally:
             self._out.close()
-        err = self.stderr_tail()
+        err = self.stderr_tail(SAID_LIMIT)
         self._stderr.close()
         if code != 0:
-            raise CatFileError(f"git cat-file exited with status {code}", stderr=err)
+            raise CatFileError(f"git cat-file exited with status {code}", stderr=err[-2000:])
+        self.said = err
 
     def kill(self) -> None:
         """Stop the child now (any state) and reap it."""

@@ -19,6 +19,7 @@ failure of any worker stops the others and reaches the caller.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import threading
@@ -93,6 +94,9 @@ class Outcome:
     processes: bool = False  # the workers were forked processes (forked.py), not threads
     kept: int = 0  # entries a resumed run found already written (write/worktree.py)
     adapt_summary: str | None = None  # what the adaptive controller did, if it ran
+    #: What the writers' git processes printed on stderr (git's own lines about the files
+    #: it converted), for the user, as git's checkout prints them.
+    git_said: list[builtins.bytes] = field(default_factory=list)  # (``bytes`` is a field)
 
 
 class Engine:
@@ -113,6 +117,7 @@ class Engine:
         self.spawn = spawn
         self.skip = skip
         self.stats: list[bytes | None] = [None] * len(entries)
+        self.git_said: list[bytes] = []  # (appended by the workers' threads: list.append)
         self.worker_stats = [WorkerStats() for _ in range(max(1, opts.workers))]
         self.dest = Destination(opts.root, overwrite=opts.overwrite, symlinks=opts.symlinks)
         self.journal = opts.journal
@@ -209,6 +214,7 @@ class Engine:
             restarts=sum(w.restarts for w in self.worker_stats),
             workers_used=nworkers,
             limit_history=self.limit_history,
+            git_said=self.git_said,
         )
 
     def _read_ahead(self) -> ReadAhead | None:

@@ -236,6 +236,7 @@ def _decode(shares: list[_Share], payloads: list[bytes]) -> Outcome:
     """The children's payloads as one outcome (stats in entry order, counts summed);
     a child's failure raised as it was raised there."""
     stats: list[bytes | None] = []
+    said: list[bytes] = []
     files = nbytes = restarts = 0
     has_stat = _STAT[0]
     for share, data in zip(shares, payloads, strict=True):
@@ -251,6 +252,8 @@ def _decode(shares: list[_Share], payloads: list[bytes]) -> Outcome:
             else:
                 stats.append(None)
                 pos += 1
+        if pos < len(data):  # what its cat-files printed on stderr (the payload's rest)
+            said.append(bytes(data[pos:]))
     return Outcome(
         stats=stats,
         files=files,
@@ -259,6 +262,7 @@ def _decode(shares: list[_Share], payloads: list[bytes]) -> Outcome:
         restarts=restarts,
         workers_used=len(shares),
         processes=True,
+        git_said=said,
     )
 
 
@@ -277,6 +281,7 @@ def _child(job: _Job, share: _Share, w: int, parents_fds: list[int]) -> NoReturn
             signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         parts = [_DONE, _HEADER.pack(out.files, out.bytes, out.restarts)]
         parts += [_NO_STAT if st is None else _STAT + st for st in out.stats]
+        parts += out.git_said
         payload = b"".join(parts)
         code = 0
     except BaseException as exc:  # noqa: BLE001 - every failure goes to the parent

@@ -95,6 +95,8 @@ class Pool(Protocol):
     def stopping(self) -> threading.Event: ...  # set when the run must stop
     @property
     def lfs_reads(self) -> ReadAhead | None: ...  # LFS objects read ahead (write/lfsread.py)
+    @property
+    def git_said(self) -> list[bytes]: ...  # what the cat-files printed on stderr, for the user
 
     def take(self, wid: int) -> range | None:
         """The next batch for worker ``wid``; None when all is handed out (raises Stop)."""
@@ -188,6 +190,8 @@ class Worker:
         for proc in (self.cf, self.plain, self.fallback):
             if proc is not None:
                 proc.close()
+                if proc.said:
+                    self.pool.git_said.append(proc.said)
 
     def kill(self) -> None:
         """Stop this worker's cat-file processes now (any state)."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from pcheckout.context import Context, Reporter
-from pcheckout.errors import Interrupted
+from pcheckout.errors import Interrupted, decode
 from pcheckout.fdio import write_all
 from pcheckout.fs.files import full_path, pack_stat
 from pcheckout.fs.parallel import lstat_many_or_none, lstat_while_cached
@@ -211,11 +211,13 @@ def _by_processes(
             report=ui.update,
             forked=lambda: _start_ui(ui, req, remaining),
         )
-        return forked.run(ctx.git, req.entries, opts, how, skip=skip)
+        outcome = forked.run(ctx.git, req.entries, opts, how, skip=skip)
     except KeyboardInterrupt:
         raise Interrupted(2, RESUME_HINT) from None
     finally:
         ui.finish()
+    _relay(ui, outcome)
+    return outcome
 
 
 class _Threads(NamedTuple):
@@ -250,11 +252,21 @@ def _by_threads(ctx: Context, req: WriteRequest, opts: EngineOptions, t: _Thread
                 last_t, last_files, last_bytes = now, files, nbytes
 
     try:
-        return engine.run(tick=tick, interval=min(0.1, interval))
+        outcome = engine.run(tick=tick, interval=min(0.1, interval))
     except KeyboardInterrupt:
         raise Interrupted(2, RESUME_HINT) from None
     finally:
         ui.finish()
+    _relay(ui, outcome)
+    return outcome
+
+
+def _relay(ui: Reporter, outcome: Outcome) -> None:
+    """Say what the writers' git processes printed on stderr (git's lines about the files
+    it converted, which git's checkout prints as it writes them, -q or not)."""
+    for said in outcome.git_said:
+        for line in decode(said).splitlines():
+            ui.git_message(line)
 
 
 def _finish(
