@@ -29,8 +29,9 @@ from pcheckout.decide.export import EXPORT_MARKER
 from pcheckout.session import IN_PROGRESS
 
 #: ``python -c STOPPER WHAT N SIG ARGS...``: the CLI, stopped by signal SIG when it writes
-#: the N-th work-tree file (WHAT "write") or removes the N-th path (WHAT "delete"); KILL
-#: kills its whole process group (git's and the writers' processes too).
+#: the N-th work-tree file (WHAT "write"), removes the N-th path (WHAT "delete") or writes
+#: the N-th piece of the new index (WHAT "index": pieces of 256 bytes); KILL kills its whole
+#: process group (git's and the writers' processes too).
 STOPPER = r"""
 import os, signal, sys, threading, time
 what, n, sig = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -51,14 +52,17 @@ def in_work_tree(name):
     return b"/.git/" not in name and not name.startswith(b"pipe:")
 
 import pcheckout.fdio as fdio
+import pcheckout.git.index as index
+if what == "index":
+    index.INDEX_PIECE, index._ROWS_PER_LOOK = 256, 1
 real_write_all = fdio.write_all
 def write_all(fd, data):
-    if what == "write":
+    if what in ("write", "index"):
         try:
             name = os.fsencode(os.readlink(f"/proc/self/fd/{fd}"))
         except OSError:
             name = b"pipe:"
-        if in_work_tree(name):
+        if in_work_tree(name) if what == "write" else name.endswith(b"/.git/index.pcheckout-new"):
             stop()
     return real_write_all(fd, data)
 fdio.write_all = write_all
@@ -236,6 +240,25 @@ def test_another_rev_after_an_interrupted_fresh_checkout_leaves_nothing_of_the_f
     again = run_cli("checkout", "-C", str(ours), "--writer", writer, "c")
     assert again.returncode == 0, again.stderr
     assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs", rev="c"))
+
+
+@pytest.mark.parametrize(("n", "sig"), [(2, "INT"), (3, "KILL")])
+def test_a_fresh_checkout_interrupted_while_its_index_is_written_is_finished(
+    src: Path, tmp_path: Path, n: int, sig: str
+) -> None:
+    """The engine writes a fresh checkout's index as it encodes it, a piece at a time: an
+    interruption between two pieces leaves the index unwritten, and the command printed
+    finishes the checkout as git's."""
+    ours = tmp_path / "ours"
+    git(tmp_path, "clone", "-q", "--no-checkout", str(src), str(ours))
+    stopped = _stopped(ours, ["--writer", "pcheckout", "b"], "index", n, sig)
+    assert stopped.returncode != 0
+    assert not (ours / ".git" / "index").exists()
+    assert (ours / ".git" / IN_PROGRESS).exists()
+    args = ["b"] if sig == "KILL" else _finish_command(stopped.stderr)
+    again = run_cli("checkout", "-C", str(ours), *args)
+    assert again.returncode == 0, again.stderr
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs", rev="b"))
 
 
 def test_a_switch_git_refuses_leaves_no_journal(src: Path, tmp_path: Path) -> None:
