@@ -110,8 +110,10 @@ def repo(tmp_path: Path) -> Path:
 def test_message_is_gits_own(repo: Path) -> None:
     lock = repo / ".git" / "index.lock"
     lock.touch()
-    proc = subprocess.run(
-        ["git", "-C", str(repo), "update-index", "--refresh"], capture_output=True, text=True
+    proc = subprocess.run(  # (a command that takes the lock whatever the index holds)
+        ["git", "-C", str(repo), "update-index", "--force-write-index"],
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 128
     gits = proc.stderr.removeprefix("fatal: ").strip()
