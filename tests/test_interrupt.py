@@ -261,6 +261,37 @@ def test_a_fresh_checkout_interrupted_while_its_index_is_written_is_finished(
     assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs", rev="b"))
 
 
+@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+def test_an_interruption_during_the_last_clean_up_names_the_command_that_finishes(
+    src: Path, tmp_path: Path, writer: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SIGINT that lands after the index was written, while the writers' cat-files are
+    closed, says what every other interruption of the run says (CI once saw a Ctrl-C
+    there print a bare "interrupted"); the command it names then finds nothing to do."""
+    from pcheckout.apply.warm import Warm
+    from pcheckout.checkout import CheckoutOptions, checkout
+    from pcheckout.errors import Interrupted
+
+    ours = tmp_path / "ours"
+    git(tmp_path, "clone", "-q", "--no-checkout", str(src), str(ours))
+    real_close = Warm.close
+
+    def close(self: Warm) -> None:
+        real_close(self)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Warm, "close", close)
+    with pytest.raises(Interrupted) as caught:
+        checkout(CheckoutOptions(directory=ours, rev="b", writer=writer))
+    assert str(caught.value) == (
+        f"interrupted by SIGINT; to finish, run: pcheckout checkout -C {ours} b"
+    )
+    monkeypatch.setattr(Warm, "close", real_close)
+    again = run_cli("checkout", "-C", str(ours), "b")
+    assert again.returncode == 0, again.stderr
+    assert_same_as_git(ours, clone_with_git(src, tmp_path / "theirs", rev="b"))
+
+
 def test_a_switch_git_refuses_leaves_no_journal(src: Path, tmp_path: Path) -> None:
     ours = clone_with_git(src, tmp_path / "ours", rev="main")
     (ours / "mod.txt").write_bytes(b"edited\n")

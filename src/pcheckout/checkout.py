@@ -33,10 +33,17 @@ __all__ = ["IN_PROGRESS", "CheckoutOptions", "ExportOptions", "Result", "checkou
 
 
 def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
-    with contextlib.ExitStack() as stack:
-        ahead = Ahead(opts)
-        stack.callback(ahead.close)
+    ahead = Ahead(opts)
+    try:
         run = open_checkout(opts, ui or NullReporter(), ahead)
+    except BaseException:
+        ahead.close()
+        raise
+    # From here an interruption names what finishes it, up to the last clean-up: a
+    # SIGINT that lands while the cat-files are closed after the index was written
+    # says the same as one that lands while files are written.
+    with finished_by(again(run)), contextlib.ExitStack() as stack:
+        stack.callback(ahead.close)
         if run.lock is not None:  # unless committed with the index: then nothing is left
             stack.callback(run.lock.rollback)
         warm = Warm(run.ctx, opts.dry_run)  # the writers' cat-files, started meanwhile
@@ -45,8 +52,7 @@ def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
         # The listing beside round 1 is the plan's now, parsed or not: git's output it
         # holds (36 MiB at 250,000 entries) is not kept for the writers' whole run.
         run = run._replace(found=run.found._replace(listed=None))
-        with finished_by(again(run)):
-            return apply(run.ctx, plan, run.lock, warm)
+        return apply(run.ctx, plan, run.lock, warm)
 
 
 def again(run: Run) -> str:
