@@ -29,9 +29,9 @@ def again(opts: ExportOptions) -> str:
 def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
     ctx, plan = decide(opts, ui or NullReporter())
     attrs = plan.export.attributes if plan.export is not None else None
-    try:
-        with finished_by(again(opts)):
+    with finished_by(again(opts)):  # the clean-up included, as for a checkout
+        try:
             return apply(ctx, plan)
-    finally:
-        if attrs is not None:
-            attrs.close()
+        finally:
+            if attrs is not None:
+                attrs.close()
