@@ -3,6 +3,7 @@
 
     python3 scripts/bench_front.py [--dest tmpfs,ext4j] [--files 5000,40000]
         [--kinds fresh,switch] [--runs 7] [--git-counts 1,2,3,4,6,8] [--baseline SRC]
+        [--attributes none|gitlike] [--lfs-installed]
 
 Per table (one generated ``source`` repository, scripts/genrepo.py, one destination, fresh
 checkouts of v2 into a ``clone --no-checkout --shared`` or switches v1 -> v2), the rows run
@@ -35,6 +36,13 @@ import genrepo  # noqa: E402
 from bench_writer import ENV, destination  # noqa: E402
 
 PROJECT = HERE.parent
+#: what ``git lfs install`` writes into the global config (git-lfs 3.x)
+LFS_INSTALLED = """[filter "lfs"]
+\tclean = git-lfs clean -- %f
+\tsmudge = git-lfs smudge -- %f
+\tprocess = git-lfs filter-process
+\trequired = true
+"""
 
 
 def _clone(src: Path, work: Path, switch: bool, env: dict[str, str]) -> str:
@@ -133,10 +141,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--baseline", help="another pcheckout's src/ to run beside this one")
     p.add_argument("--repo-dir", default=str(PROJECT / "bench-out" / "repos"))
     p.add_argument("--scratch", default="/var/tmp/pcheckout-benchf")
+    p.add_argument("--attributes", default="none", choices=("none", "gitlike"))
+    p.add_argument(
+        "--lfs-installed",
+        action="store_true",
+        help="git-lfs's filter in the global config, as `git lfs install` puts it there "
+        "(CI images install git-lfs so): a repository without LFS files too",
+    )
     args = p.parse_args(argv)
     env = {**os.environ, **ENV}
     cache = Path(tempfile.mkdtemp(prefix="pcheckout-benchf-cache-"))
     env["XDG_CACHE_HOME"] = str(cache)
+    if args.lfs_installed:
+        (cache / "gitconfig").write_text(LFS_INSTALLED)
+        env["GIT_CONFIG_GLOBAL"] = str(cache / "gitconfig")
     for k in ("PCHECKOUT_WORKERS", "PCHECKOUT_WRITER", "PYTHONPATH"):
         env.pop(k, None)
     for s in [PROJECT / "src", *([Path(args.baseline)] if args.baseline else [])]:
@@ -148,9 +166,16 @@ def main(argv: list[str] | None = None) -> int:
         for dest in args.dest.split(","):
             with destination(dest, scratch) as root:
                 for files in (int(f) for f in args.files.split(",")):
-                    src = Path(args.repo_dir) / f"source-{files}"
+                    named = "" if args.attributes == "none" else f"-a{args.attributes}"
+                    src = Path(args.repo_dir) / f"source-{files}{named}"
                     if not src.exists():
-                        spec = genrepo.RepoSpec(shape="source", files=files, seed=1, change=0.2)
+                        spec = genrepo.RepoSpec(
+                            shape="source",
+                            files=files,
+                            seed=1,
+                            change=0.2,
+                            attributes=args.attributes,
+                        )
                         genrepo.generate(spec, src)
                     for kind in args.kinds.split(","):
                         print(

@@ -250,3 +250,36 @@ def test_attributes_come_from_the_tree_not_the_work_tree(tmp_path: Path) -> None
     entries = list_tree(g, tree)
     plan = C.plan_conversion(_ctx(g, discover(g), read_config(g)), tree, entries)
     assert plan.counts == {"crlf": 1}
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_an_index_without_gitattributes_is_told_from_its_bytes(
+    tmp_path: Path, version: int
+) -> None:
+    """``index_may_name_gitattributes``: False only for a version 2 or 3 index git wrote
+    with no .gitattributes entry; a version 4 index (names cut short) always may."""
+    from helpers import make_repo
+
+    repo = make_repo(tmp_path, {b"a": b"a\n", b"d/x.gitattributesx": b"x\n"})
+    git(repo, "update-index", "--index-version", str(version))
+    index = repo / ".git" / "index"
+    assert attributes.index_may_name_gitattributes(index.read_bytes()) == (version == 4)
+    (repo / "d" / ".gitattributes").write_bytes(b"* text\n")
+    git(repo, "add", "d/.gitattributes")
+    assert attributes.index_may_name_gitattributes(index.read_bytes())
+
+
+def test_may_say_reads_every_source_and_may_where_one_cannot_be_read(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    (tree / "d").mkdir(parents=True)
+    (tree / "d" / ".gitattributes").write_bytes(b"*.bin -text\n")
+    info = tmp_path / "info-attributes"
+    info.write_bytes(b"*.psd filter=LFS\n")
+    absent = tmp_path / "absent"
+    names = [b"d/.gitattributes"]
+    assert not attributes.may_say(b"lfs", tree, names, [absent])
+    assert attributes.may_say(b"lfs", tree, names, [absent, info])  # (any case)
+    assert attributes.may_say(b"lfs", tree, [*names, b"sparse/.gitattributes"], [])
+    assert attributes.may_say(b"lfs", tree, names, [tmp_path])  # a directory: unreadable
+    (tree / "d" / ".gitattributes").write_bytes(b"[attr]big filter=lfs\n")
+    assert attributes.may_say(b"lfs", tree, names, [])

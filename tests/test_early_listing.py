@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, run_cli
+from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo, run_cli
 
 from pcheckout import checkout as checkout_mod
 from pcheckout import session
@@ -258,3 +258,24 @@ def test_the_engine_modules_are_imported_ahead_only_where_the_engine_will_write(
     engine = list(session.ENGINE_MODULES) if imported else []
     assert names == [*session.PLAN_MODULES, *engine]
     assert ahead.finish(tmp_path / "elsewhere") is None  # another directory: detected again
+
+
+def test_the_rooted_listing_names_every_gitattributes_as_git_lists_them(tmp_path: Path) -> None:
+    """``files_named``: every file called .gitattributes, whatever its directory's name
+    holds (a tab, a newline), and not a directory of that name nor ``x.gitattributes``."""
+    files = {
+        b".gitattributes": b"* text\n",
+        b"d/.gitattributes": b"x\n",
+        b"x.gitattributes": b"no\n",
+        b"e/.gitattributes/f": b"a directory\n",
+        b"t\tab/.gitattributes": b"x\n",
+        b"a\t.gitattributes": b"a name with a tab\n",
+        b"n\nl/deep/.gitattributes": b"x\n",
+        b"\xff/.gitattributes": b"x\n",
+    }
+    repo = make_repo(tmp_path, files)
+    g = Git(repo, version=(*MIN_GIT, 0))
+    listed = git(repo, "ls-files", "-z").split(b"\0")
+    want = sorted(p for p in listed if p.rpartition(b"/")[2] == b".gitattributes")
+    assert list_rooted(g, "HEAD").files_named(b".gitattributes") == want
+    assert len(want) == 5

@@ -452,6 +452,48 @@ def test_no_git_lfs_hooks_where_no_path_is_in_lfs(
     _same(ours, theirs)
 
 
+@pytest.mark.parametrize("said", ["nested", "info", "nowhere"])
+def test_git_lfs_hooks_follow_whichever_attribute_source_says_lfs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, writer: str, said: str
+) -> None:
+    """A fresh checkout with no filter=lfs path, then a switch that writes one: git
+    starts git-lfs's filter (which installs its hooks) for it whichever source says
+    filter=lfs, a nested .gitattributes or $GIT_DIR/info/attributes, and never where
+    none does; nor then does git's writer look the written paths up (no check-attr)."""
+    top = b"*.txt text\n"
+    nested = b"*.bin filter=lfs diff=lfs merge=lfs -text\n" if said == "nested" else b"*.c ident\n"
+    info = b"*.bin filter=lfs -text\n"
+    src = lfs_repo(tmp_path, {b".gitattributes": top, b"a.txt": b"a\n"})
+    if said == "info":
+        (src / ".git" / "info").mkdir(exist_ok=True)
+        (src / ".git" / "info" / "attributes").write_bytes(info)
+    git(src, "checkout", "-q", "-b", "next")
+    write_tree_files(src, {b"d/.gitattributes": nested, b"d/x.bin": b"not a pointer\n"})
+    git(src, "add", "-A")
+    git(src, "commit", "-q", "-m", "next")
+    trace = tmp_path / "ours.trace"
+    clones = {"theirs": tmp_path / "theirs", "ours": tmp_path / "ours"}
+    for repo in clones.values():
+        lfs_clone(src, repo, objects=said != "nowhere")
+        if said == "info":
+            (repo / ".git" / "info").mkdir(exist_ok=True)
+            (repo / ".git" / "info" / "attributes").write_bytes(info)
+    theirs = clones["theirs"]
+    git(theirs, "checkout", "-q", "-f", "main")
+    assert _hooks(theirs) == {}
+    git(theirs, "checkout", "-q", "next")
+    monkeypatch.setenv("GIT_TRACE", str(trace))
+    _ours(clones["ours"], monkeypatch, rev="main")
+    assert _hooks(clones["ours"]) == {}
+    _ours(clones["ours"], monkeypatch, rev="next")
+    monkeypatch.delenv("GIT_TRACE")
+    assert _hooks(clones["ours"]) == _hooks(theirs)
+    assert (_hooks(theirs) != {}) == (said != "nowhere")
+    _same(clones["ours"], theirs)
+    if writer == "git" and said == "nowhere":
+        assert "check-attr" not in trace.read_text()
+
+
 def test_partial_clone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A blob:none clone: its missing pointers are fetched with the other blobs (never one
     lazy fetch each while planning) and smudged by git-lfs's filter."""

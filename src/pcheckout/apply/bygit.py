@@ -18,10 +18,14 @@ from collections.abc import Callable, Sequence
 from pcheckout.apply import collided
 from pcheckout.apply.job import Job, Written
 from pcheckout.context import Context
+from pcheckout.decide.plan import Plan
 from pcheckout.errors import GitError, GitRefusedError, Interrupted
+from pcheckout.git import attributes
 from pcheckout.git.config import config_bool
+from pcheckout.git.convert import LFS_REASON
 from pcheckout.git.indexsize import written_bytes
 from pcheckout.git.lock import IndexLock, scratch_index
+from pcheckout.git.tree import RootedListing
 from pcheckout.plan.policy import PARALLEL_THRESHOLD
 from pcheckout.write import gitwriter
 
@@ -56,10 +60,7 @@ def _tree(job: Job, lock: IndexLock) -> Written:
         nbytes = written_bytes(scratch.path, ctx.repo.object_format, paths)
         lock.commit_from(scratch.path)
     collided.say(ctx, plan)
-    # (no attribute source at all, as the plan found: no path has filter=lfs; the lookup is
-    # an ls-files and a check-attr over every path, ~80 ms at 40k entries on tmpfs)
-    if plan.conversion is None or plan.conversion.sources:
-        _lfs_hooks(ctx, lambda: _checked_out(ctx) if fresh else [e.path for e in plan.entries])
+    _lfs_hooks(ctx, lambda: _tree_filters_lfs(ctx, plan, fresh))
     if not fresh:
         return Written(len(plan.entries), nbytes)
     return Written(done.updated if done.updated >= 0 else plan.counts.files, nbytes)
@@ -102,22 +103,79 @@ def _switch(job: Job, lock: IndexLock) -> Written:
         report.finish()
     gitwriter.relay(ctx.ui, done)
     changes = plan.changes
-    _lfs_hooks(ctx, lambda: changes.written)
+    _lfs_hooks(ctx, lambda: _switch_filters_lfs(ctx, changes.written))
     return Written(written, nbytes, planned=written, deleted=deleted)
 
 
-def _lfs_hooks(ctx: Context, written: Callable[[], Sequence[bytes]]) -> None:
-    """git-lfs's hooks, where git started git-lfs's filter (for a ``written`` path whose
-    ``filter`` attribute is ``lfs``) and one is missing: git-lfs's filter installs them
-    each time it starts, but under git's writer it read the ``core.hooksPath=/dev/null``
-    that keeps git's own hooks off, and installed nothing."""
-    from pcheckout.git import attributes, lfs  # (only here: lfs imports its staging's)
+def _lfs_hooks(ctx: Context, filtered: Callable[[], bool]) -> None:
+    """git-lfs's hooks, where git started git-lfs's filter (``filtered``: a path it wrote
+    has filter=lfs) and one is missing: git-lfs's filter installs them each time it
+    starts, but under git's writer it read the ``core.hooksPath=/dev/null`` that keeps
+    git's own hooks off, and installed nothing."""
+    from pcheckout.git import lfs  # (only here: lfs imports its staging's)
 
     if not lfs.runs_git_lfs(ctx.config) or not lfs.hooks_missing(ctx.repo, ctx.config):
         return
-    rows = attributes.lookup_in_index(ctx.git, ctx.repo, written(), ["filter"])
-    if any(row[0] == "lfs" for row in rows):
+    if filtered():
         lfs.install_hooks(ctx.git, ctx.repo, ctx.config)
+
+
+def _tree_filters_lfs(ctx: Context, plan: Plan, fresh: bool) -> bool:
+    """Whether a path git's checkout of the tree wrote has filter=lfs."""
+    conv = plan.conversion
+    if conv is not None and not conv.sources:
+        return False  # (no attribute source at all, as the plan found)
+    if conv is not None and conv.per_entry:
+        return bool(conv.counts.get(LFS_REASON))  # (the plan looked every path up)
+    entries = plan.entries
+    if isinstance(entries, RootedListing):
+        names = entries.files_named(attributes.GITATTRIBUTES)
+    else:
+        names = [e.path for e in entries if _named_gitattributes(e.path)]
+    return _filters_lfs(
+        ctx, names, lambda: _checked_out(ctx) if fresh else [e.path for e in plan.entries]
+    )
+
+
+def _switch_filters_lfs(ctx: Context, written: Sequence[bytes]) -> bool:
+    """Whether a path git's switch wrote has filter=lfs: the index git wrote names its
+    ``.gitattributes`` (an ls-files where its bytes may hold one)."""
+    names: list[bytes] = []
+    try:
+        with open(ctx.repo.index_path, "rb") as f:
+            maybe = attributes.index_may_name_gitattributes(f.read())
+    except OSError:
+        maybe = True
+    if maybe or any(n.startswith("sharedindex.") for n in os.listdir(ctx.repo.git_dir)):
+        # (a split index's entries are mostly in its shared index)
+        out = ctx.git.out("ls-files", "-z", "--", LS_GITATTRIBUTES, extra_env=GLOB_PATHSPECS)
+        names = [p for p in out.split(b"\0") if _named_gitattributes(p)]
+    return _filters_lfs(ctx, names, lambda: written)
+
+
+#: every ``.gitattributes`` of the index, as a pathspec with its magic (gitglossary)
+LS_GITATTRIBUTES = ":(glob)**/.gitattributes"
+#: (pathspec magic as the pathspec says, whatever the caller's environment asks: git.c)
+GLOB_PATHSPECS = {"GIT_LITERAL_PATHSPECS": "0", "GIT_NOGLOB_PATHSPECS": "0"}
+
+
+def _named_gitattributes(path: bytes) -> bool:
+    return path.rpartition(b"/")[2] == attributes.GITATTRIBUTES
+
+
+def _filters_lfs(
+    ctx: Context, gitattributes: Sequence[bytes], written: Callable[[], Sequence[bytes]]
+) -> bool:
+    """Whether a ``written`` path has filter=lfs, looked up (a check-attr over the paths:
+    23-37 ms for 9k paths on tmpfs) only where an attribute source says "lfs": the tree's
+    ``gitattributes`` (paths) or the attribute files git reads besides."""
+    repo = ctx.repo
+    assert repo.work_tree is not None  # (a checkout's)
+    others = attributes.other_attribute_files(ctx.config, repo.common_dir, ctx.environ)
+    if not attributes.may_say(b"lfs", repo.work_tree, gitattributes, others):
+        return False
+    rows = attributes.lookup_in_index(ctx.git, repo, written(), ["filter"])
+    return any(row[0] == "lfs" for row in rows)
 
 
 def _checked_out(ctx: Context) -> list[bytes]:

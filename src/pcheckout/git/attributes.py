@@ -106,6 +106,56 @@ def conversion_sources(
     return sources
 
 
+def other_attribute_files(
+    config: Mapping[str, str], common_dir: Path, environ: Mapping[str, str]
+) -> list[Path]:
+    """The attribute files git reads besides the tree's ``.gitattributes`` (attr.c
+    bootstrap_attr_stack): the system one (unless ``GIT_ATTR_NOSYSTEM``), the global one
+    (``core.attributesFile``, else XDG's), ``$GIT_DIR/info/attributes``."""
+    files = []
+    if not config_bool(environ.get("GIT_ATTR_NOSYSTEM"), False):
+        files.append(Path("/etc/gitattributes"))
+    glob = _global_attributes_file(config, environ)
+    if glob is not None:
+        files.append(glob)
+    files.append(common_dir / "info" / "attributes")
+    return files
+
+
+def may_say(
+    word: bytes,
+    work_tree: Path,
+    gitattributes: Sequence[bytes],
+    others: Sequence[Path],
+) -> bool:
+    """Whether an attribute source could say ``word`` (False: none has it written, so no
+    path's attribute is ``word``: an attribute's value, a macro's too, is the source's own
+    text, with no quoting).  The sources are the tree's ``gitattributes`` (their paths),
+    read from the work tree git's checkout has just written them to, and the ``others``
+    (:func:`other_attribute_files`).  Letters' case is not told apart; a ``.gitattributes``
+    not in the work tree (outside a sparse checkout) or any file that cannot be read may
+    say it: True."""
+    needle = word.lower()
+    top = os.fsencode(work_tree)
+    for path in gitattributes:
+        try:
+            with open(top + b"/" + path, "rb") as f:
+                if needle in f.read().lower():
+                    return True
+        except OSError:
+            return True
+    for other in others:
+        try:
+            with open(other, "rb") as f:
+                if needle in f.read().lower():
+                    return True
+        except FileNotFoundError:
+            continue  # (git reads none there either)
+        except OSError:
+            return True
+    return False
+
+
 #: Paths joined at a time to look for a .gitattributes (250,000 paths joined at once
 #: were 42 MiB, held at the run's peak).
 JOIN_CHUNK = 1 << 13
@@ -123,6 +173,17 @@ def _has_gitattributes(entries: Sequence[Entry]) -> bool:
         if any(f in joined for f in framed):
             return True
     return False
+
+
+def index_may_name_gitattributes(index: bytes) -> bool:
+    """Whether the index file's bytes ``index`` may hold a ``.gitattributes`` entry: False
+    only where none can be there.  A version 2 or 3 index holds each name whole, followed
+    by at least one NUL, so a search for the framed name finds every one (and perhaps a
+    ``x.gitattributes`` too: then True, as for an index this cannot read that way, a
+    version 4 one whose names are cut to what differs from the one before)."""
+    if index[:4] != b"DIRC" or index[4:8] not in (b"\0\0\0\2", b"\0\0\0\3"):
+        return True
+    return GITATTRIBUTES + b"\0" in index
 
 
 def _value(raw: bytes) -> AttrValue:

@@ -251,6 +251,11 @@ def classify(values: Sequence[AttrValue], settings: Settings) -> Conversion | No
     return Conversion(action, to_crlf, ident, driver, encoding, streamable, tuple(reasons))
 
 
+#: :func:`classify`'s reason for a path git-lfs's filter converts (``filter=`` and the
+#: driver's name, ``git/lfs.py`` FILTER; a plan's ``counts`` key)
+LFS_REASON = "filter=lfs"
+
+
 # -- the byte transformations ---------------------------------------------------
 _LONE_LF = re.compile(rb"(?<!\r)\n")
 #: Bytes gather_stats() counts as non-printable: controls other than BS, HT,
@@ -493,10 +498,10 @@ def _plan_lfs(
     local: Callable[[str], bool] | None,
 ) -> None:
     """Mark the paths whose git-lfs smudge is done here (``git/lfs.py``)."""
-    from pcheckout.git.lfs import FILTER, Where, smudge_plan
+    from pcheckout.git.lfs import Where, smudge_plan
 
     per_entry = plan.per_entry
-    lfs_only = (f"filter={FILTER}",)  # the reasons of a path git-lfs's filter alone converts
+    lfs_only = (LFS_REASON,)  # the reasons of a path git-lfs's filter alone converts
     candidates = [i for i, c in enumerate(per_entry) if c is not None and c.reasons == lfs_only]
     if not candidates:
         return

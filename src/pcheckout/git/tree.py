@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 import subprocess
 from array import array
@@ -160,6 +162,20 @@ class RootedListing(Sequence[Entry]):
                 at = raw.find(framed, at + 1)
         return False
 
+    def files_named(self, name: bytes) -> list[bytes]:
+        """The paths of the non-tree entries named ``name`` (in any directory)."""
+        raw, found = self.raw, []
+        for framed in (b"\t" + name + b"\0", b"/" + name + b"\0"):
+            at = raw.find(framed)
+            while at >= 0:
+                start = raw.rfind(b"\0", 0, at) + 1
+                tab = raw.index(b"\t", start)
+                path = raw[tab + 1 : at + len(framed) - 1]
+                if not raw.startswith(b"040000 tree ", start) and path.rpartition(b"/")[2] == name:
+                    found.append(path)
+                at = raw.find(framed, at + 1)
+        return sorted(found)
+
     def root(self) -> bytes:
         """The root tree object's body, rebuilt from the top-level records (git's tree
         entry: octal mode without leading zeros, space, name, NUL, the binary object id).
@@ -186,28 +202,26 @@ class RootedListing(Sequence[Entry]):
     def tree_id(self, hash_name: str) -> str:
         """The root tree's object id (``hash_name``: the repository's object format)."""
         root = self.root()
-        h = _small_hash(hash_name)
-        h.update(b"tree %d\0" % len(root))
-        h.update(root)
-        return h.hexdigest()
+        return _small_digest(hash_name, b"tree %d\0" % len(root), root)
 
 
-def _small_hash(hash_name: str) -> Any:
-    """A hash object for a few kB, cheap to start: every run checks the root tree's id
-    (:meth:`RootedListing.tree_id`), and ``import hashlib`` starts OpenSSL first, 3.7-3.9
-    ms on the dev VM against 0.3 ms for CPython's own ``_sha1`` module (CPython's C
-    modules ``Modules/sha1module.c``, the fallback of hashlib itself).  Other formats,
-    and an interpreter without it, take hashlib's."""
+def _small_digest(hash_name: str, *parts: bytes) -> str:
+    """The hex digest of a few kB, by a hash cheap to start: every run checks the root
+    tree's id (:meth:`RootedListing.tree_id`), and ``import hashlib`` starts OpenSSL
+    first, 3.7-3.9 ms on the dev VM against 0.3 ms for CPython's own ``_sha1`` module
+    (``Modules/sha1module.c``, hashlib's own fallback).  Other formats, and an
+    interpreter without it, take hashlib's."""
+    h: Any = None
     if hash_name == "sha1":
-        try:
-            from _sha1 import sha1
-        except ImportError:
-            pass
-        else:
-            return sha1()
-    import hashlib
+        with contextlib.suppress(ImportError):
+            h = importlib.import_module("_sha1").sha1()
+    if h is None:
+        import hashlib
 
-    return hashlib.new(hash_name)
+        h = hashlib.new(hash_name)
+    for part in parts:
+        h.update(part)
+    return str(h.hexdigest())
 
 
 def _after_subtree(raw: bytes, at: int, prefix: bytes) -> int:
