@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import clone_no_checkout, clone_with_git, git, make_repo
+from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.cli import render
@@ -107,6 +107,29 @@ def test_sparse_switch_by_git_counts_only_the_cone(tmp_path: Path, sparse_index:
         reports[writer] = (result.files, result.written, result.deleted, result.bytes)
     assert reports["pcheckout"][2] == 0  # the 15 deletions are all in d1, outside the cone
     assert reports["git"] == reports["pcheckout"]
+
+
+def test_counts_not_asked_are_not_read_back_and_change_nothing_written(tmp_path: Path) -> None:
+    """``counts=False`` (the CLI's -q): git's writer's index is not read back; the Result
+    says what git was asked (the files, a switch's deletions) and bytes -1, and the work
+    tree, index and HEAD are those of a run that counts."""
+    src = _two_versions(tmp_path)
+    runs = {}
+    for counts in (True, False):
+        w = clone_no_checkout(src, tmp_path / f"counts-{counts}")
+        fresh = checkout(CheckoutOptions(directory=w, rev="v1", writer="git", counts=counts))
+        switch = checkout(CheckoutOptions(directory=w, rev="v2", writer="git", counts=counts))
+        runs[counts] = (fresh, switch, w)
+    (fresh, switch, w), (fresh_n, switch_n, w_n) = runs[True], runs[False]
+    assert (fresh_n.files, fresh_n.written, fresh_n.bytes) == (fresh.files, fresh.written, -1)
+    assert (switch_n.written, switch_n.deleted, switch_n.bytes) == (
+        switch.written,
+        switch.deleted,
+        -1,
+    )
+    assert switch.bytes > 0 and switch.deleted == 15
+    assert_same_as_git(w_n, w)
+    assert "bytes not counted" in render.summary(switch_n)
 
 
 def test_switch_by_git_in_summary_and_json(tmp_path: Path) -> None:

@@ -40,6 +40,10 @@ class CheckoutOptions:
     processes: bool | None = None  # engine workers forked (True) or threads (False); None: plan
     hooks: bool = True  # run git's post-checkout hook afterwards (--no-hooks: False)
     clone: bool = False  # git clone's checkout: the hook's previous HEAD is the null id
+    #: what git's writer wrote (files, bytes) read back from the index it wrote for the
+    #: Result (~17 ms at 40k entries on tmpfs); False: nobody reads them (the CLI's -q),
+    #: and the Result says the files git was asked to write and bytes -1 (unknown)
+    counts: bool = True
 
 
 @dataclass(frozen=True)

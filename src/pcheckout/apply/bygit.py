@@ -57,7 +57,9 @@ def _tree(job: Job, lock: IndexLock) -> Written:
         )
         # git does not say what it wrote; its index holds every file's size (-1: unknown).
         paths = None if fresh else {e.path for e in plan.entries}
-        nbytes = written_bytes(scratch.path, ctx.repo.object_format, paths)
+        nbytes = -1
+        if plan.counts_read:
+            nbytes = written_bytes(scratch.path, ctx.repo.object_format, paths)
         lock.commit_from(scratch.path)
     collided.say(ctx, plan)
     _lfs_hooks(ctx, lambda: _tree_filters_lfs(ctx, plan, fresh))
@@ -92,10 +94,13 @@ def _switch(job: Job, lock: IndexLock) -> Written:
                     lock.commit_from(scratch.path)
                 raise
             # The old index is still in place until the commit.
-            sparse = config_bool(ctx.config.get("core.sparsecheckout"), False)
-            written, deleted, nbytes = gitwriter.switch_counts(
-                plan.changes, scratch.path, lock.index, ctx.repo.object_format, sparse
-            )
+            if plan.counts_read:
+                sparse = config_bool(ctx.config.get("core.sparsecheckout"), False)
+                written, deleted, nbytes = gitwriter.switch_counts(
+                    plan.changes, scratch.path, lock.index, ctx.repo.object_format, sparse
+                )
+            else:  # (what git was asked: the two trees' changes)
+                written, deleted, nbytes = len(plan.changes.written), len(plan.changes.deleted), -1
             lock.commit_from(scratch.path)
     except KeyboardInterrupt:
         raise Interrupted(2, "git's checkout stopped; run the same command again") from None

@@ -92,6 +92,7 @@ def _checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
         adapt=not args.no_adapt,
         writer=args.writer,
         hooks=not args.no_hooks,
+        counts=not args.quiet or args.json,  # (-q prints no counts)
     )
     reported: list[Result] = []
 

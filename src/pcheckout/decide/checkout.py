@@ -183,6 +183,7 @@ def _fresh(run: Run, listing: _Listing, sizes: bool, planned: Planned | None) ->
         commit=run.target.commit,
         hooks=after_checkout(run),
         submodules=_submodules(run, entries),
+        counts_read=run.opts.counts,
         recurse_submodules=recursing(run.ctx, run.opts.clone),
         collisions=collided,
         untracked_kept=kept,

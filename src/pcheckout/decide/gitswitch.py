@@ -44,6 +44,7 @@ def decide(run: Run, fs: FsInfo) -> Plan:
         earlier=(run.target.head_tree,) if run.target.head_tree else (),
         changes=changes,
         hooks=after_checkout(run),
+        counts_read=run.opts.counts,
     )
 
 

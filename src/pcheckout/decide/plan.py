@@ -121,6 +121,8 @@ class Plan(NamedTuple):
     untracked_kept: tuple[bytes, ...] = ()
     #: git clone's checkout (its journal says so: a re-run finishes it as git clone would)
     clone: bool = False
+    #: git's writer: what it wrote read back from its index (CheckoutOptions.counts)
+    counts_read: bool = True
 
     @property
     def mode(self) -> Literal["checkout", "resume", "switch", "export"]:
