@@ -220,3 +220,24 @@ def test_completion_is_the_parsers(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out == completion.script("bash")
     assert main(["completion", "tcsh"]) == 2
     assert "invalid choice: 'tcsh'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["checkout", "-n", "--json", "-j", "4", "--writer", "git", "v2"],
+        ["-C", "x", "-q", "checkout", "-f", "--no-hooks", "--", "-odd-rev"],
+        ["export", "-C", "r", "HEAD", "dest", "--worktree-attributes"],
+        ["detect", "--json", "."],
+        ["tune", "--help-me"],
+        ["completion", "bash"],
+    ],
+)
+def test_one_commands_parser_parses_its_line_as_the_whole_one(argv: list[str]) -> None:
+    """``parser(only=COMMAND)`` declares only that command's options: its line parses to
+    what the whole parser makes of it (and the other commands are still named)."""
+    command = next(w for w in argv[argv.index("-q") + 1 if "-q" in argv else 0 :])
+    whole, one = grammar.parser(), grammar.parser(only=command)
+    assert whole.parse_known_args(argv) == one.parse_known_args(argv)
+    assert list(grammar.subparsers(whole)) == list(grammar.subparsers(one))
+    assert whole.format_help() == one.format_help()

@@ -377,8 +377,9 @@ def _unknown(p: argparse.ArgumentParser, command: str, extras: Sequence[str]) ->
 
 def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str] | None]:
     """The namespace; for ``clone`` only the global options, and clone's own words."""
-    p = grammar.parser()
     k = _command_index(argv)
+    # (a command's options alone: the others' are never parsed on its line)
+    p = grammar.parser(only=argv[k] if k is not None else None)
     if k is not None:
         command = argv[k]
         names = list(grammar.subparsers(p))

@@ -10,7 +10,7 @@ completion scripts are generated from the same parsers, so neither can drift fro
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, NoReturn
 
 from pcheckout import __version__
@@ -344,8 +344,10 @@ def _types() -> tuple[Any, Any]:
     return workers_value, writer_value
 
 
-def parser() -> ArgParser:
-    """The whole command line: global options, then one subparser per command."""
+def parser(only: str | None = None) -> ArgParser:
+    """The whole command line: global options, then one subparser per command; ``only``:
+    that command's options alone are declared, the others' subparsers are their names
+    and summaries (what parsing a ``checkout`` line needs: ~3 ms less of every start)."""
     p = ArgParser(
         prog=PROG,
         usage=f"{PROG} [-C DIR] [-q] [--debug] COMMAND [ARGS]",
@@ -369,12 +371,11 @@ def parser() -> ArgParser:
     sub = p.add_subparsers(
         title="commands", dest="command", metavar="COMMAND", parser_class=ArgParser
     )
-    _add_checkout(sub)
-    _add_export(sub)
-    _add_detect(sub)
-    _add_clone(sub)
-    _add_tune(sub)
-    _add_completion(sub)
+    for cmd, add in _COMMANDS:
+        if only is None or only == cmd.name:
+            add(sub)
+        else:
+            _sub(sub, cmd)
     return p
 
 
@@ -521,3 +522,14 @@ def suggest(word: str, candidates: Sequence[str]) -> str:
 
     close = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
     return f"; did you mean '{close[0]}'?" if close else ""
+
+
+#: every command, in ``--help``'s order, with what declares its options
+_COMMANDS: tuple[tuple[Command, Callable[[Any], None]], ...] = (
+    (CHECKOUT, _add_checkout),
+    (EXPORT, _add_export),
+    (DETECT, _add_detect),
+    (CLONE, _add_clone),
+    (TUNE, _add_tune),
+    (COMPLETION, _add_completion),
+)
