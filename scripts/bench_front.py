@@ -14,7 +14,9 @@ interpreter's own start (``python -c pass``, the same interpreter as pcheckout's
 command is timed (fork to reaping); the clone before and the removal after are not.
 
 overhead = pcheckout - git at pcheckout's count - ``python -c pass`` (medians), the issue's
-measure.  Every pcheckout run is checked: ``git status --porcelain`` empty.
+measure.  The own part is timed inside each pcheckout run (:data:`OWN`): from its first
+line to its end, less git's writer; it does not move with git's own spread, which the
+overhead column carries.  Every pcheckout run is checked: ``git status --porcelain`` empty.
 """
 
 from __future__ import annotations
@@ -57,9 +59,39 @@ def _clone(src: Path, work: Path, switch: bool, env: dict[str, str]) -> str:
     return "v2"
 
 
+#: The CLI, timed in its own process from its first line (the interpreter's start is not
+#: in it) to its end, less the time in git's writer (``gitwriter._run``: fork to reaping):
+#: pcheckout's own part, without git's spread.  Said on stderr's last line.
+OWN = """import sys, time
+t0 = time.perf_counter()
+from pcheckout.write import gitwriter
+spent = [0.0]
+real = gitwriter._run
+def timed(*a, **k):
+    t = time.perf_counter()
+    try:
+        return real(*a, **k)
+    finally:
+        spent[0] += time.perf_counter() - t
+gitwriter._run = timed
+from pcheckout.cli.main import main
+code = main(sys.argv[1:])
+sys.stdout.flush()
+sys.stderr.write("own %.6f %.6f\\n" % (time.perf_counter() - t0, spent[0]))
+sys.exit(code)
+"""
+
+
 def _pcheckout(src_dir: Path, work: Path, rev: str, extra: tuple[str, ...] = ()) -> list[str]:
-    code = "import sys; from pcheckout.cli.main import entrypoint; sys.exit(entrypoint())"
-    return [sys.executable, "-c", code, "checkout", "-q", "-C", str(work), *extra, rev]
+    return [sys.executable, "-c", OWN, "checkout", "-q", "-C", str(work), *extra, rev]
+
+
+def _own(stderr_tail: str) -> float:
+    """pcheckout's own part (s) from :data:`OWN`'s line."""
+    line = stderr_tail.strip().splitlines()[-1].split()
+    if line[0] != "own" or float(line[2]) <= 0:
+        raise SystemExit(f"no timing line, or git's writer did not run: {stderr_tail!r}")
+    return float(line[1]) - float(line[2])
 
 
 def _git(n: int, work: Path, rev: str) -> list[str]:
@@ -81,9 +113,12 @@ def planned_count(src: Path, root: Path, switch: bool, env: dict[str, str]) -> i
     return int(json.loads(out.stdout)["workers"])
 
 
-def one(row: str, src: Path, root: Path, k: int, switch: bool, env: dict[str, str], srcs) -> float:
+def one(
+    row: str, src: Path, root: Path, k: int, switch: bool, env: dict[str, str], srcs
+) -> tuple[float, float | None]:
+    """(seconds, pcheckout's own part in seconds or None) of one run of ``row``."""
     if row == "python -c pass":
-        return benchlib.run_timed([sys.executable, "-c", "pass"], env).seconds
+        return benchlib.run_timed([sys.executable, "-c", "pass"], env).seconds, None
     work = root / f"w{k}"
     rev = _clone(src, work, switch, env)
     if row.startswith("git "):
@@ -99,7 +134,7 @@ def one(row: str, src: Path, root: Path, k: int, switch: bool, env: dict[str, st
     if timed.returncode != 0 or st.stdout:
         raise SystemExit(f"{row}: failed ({timed.returncode}): {timed.stderr_tail}{st.stdout!r}")
     shutil.rmtree(work, ignore_errors=True)
-    return timed.seconds
+    return timed.seconds, None if row.startswith("git ") else _own(timed.stderr_tail)
 
 
 def table(args, dest: str, root: Path, src: Path, files: int, switch: bool, env) -> str:
@@ -110,22 +145,31 @@ def table(args, dest: str, root: Path, src: Path, files: int, switch: bool, env)
         srcs["baseline"] = Path(args.baseline).resolve()
     rows = [*srcs, *(f"git {c}" for c in counts), "python -c pass"]
     cells: dict[str, list[float]] = {r: [] for r in rows}
+    own: dict[str, list[float]] = {r: [] for r in srcs}
     k = 0
     for r in range(args.runs):
         for row in rows[r % len(rows) :] + rows[: r % len(rows)]:
-            cells[row].append(one(row, src, root, k, switch, env, srcs))
+            seconds, part = one(row, src, root, k, switch, env, srcs)
+            cells[row].append(seconds)
+            if part is not None:
+                own[row].append(part)
             k += 1
     med = {r: statistics.median(v) for r, v in cells.items()}
     best = min((r for r in rows if r.startswith("git ")), key=lambda r: med[r])
     kind = "switch" if switch else "fresh"
     out = [f"*{kind}, {dest}, {files} files: pcheckout plans {n} workers; git's best: {best}*", ""]
-    out += ["| row | median s | min s | max s | overhead ms |", "|---|---:|---:|---:|---:|"]
+    out += [
+        "| row | median s | min s | max s | overhead ms | own part ms, median (min-max) |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
         v = cells[r]
-        over = ""
+        over = part = ""
         if r in srcs:
             over = f"{(med[r] - med[f'git {n}'] - med['python -c pass']) * 1000:.0f}"
-        out.append(f"| {r} | {med[r]:.3f} | {min(v):.3f} | {max(v):.3f} | {over} |")
+            o = [x * 1000 for x in own[r]]
+            part = f"{statistics.median(o):.1f} ({min(o):.1f}-{max(o):.1f})"
+        out.append(f"| {r} | {med[r]:.3f} | {min(v):.3f} | {max(v):.3f} | {over} | {part} |")
     gap = med[f"git {n}"] / med[best] - 1
     out += ["", f"git at pcheckout's count {n} is {gap * 100:+.1f} % of git's best ({best})", ""]
     return "\n".join(out)
