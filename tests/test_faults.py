@@ -366,8 +366,10 @@ def test_interrupt_stops_promptly_and_a_rerun_finishes(
         sent = time.monotonic()
         out, err = cli.communicate(timeout=HANG_S)
         stopped = time.monotonic() - sent
-        if cli.returncode == 0:
-            continue  # finished before the signal arrived
+        if cli.returncode == 0 or (ours / ".git" / "index").exists():
+            # finished before the signal arrived, or it arrived once the index was in
+            # place (a loaded machine can hold this loop back): not what is tested here
+            continue
         break
     else:
         pytest.skip("the checkout finished before the signal three times")
