@@ -249,12 +249,20 @@ def test_kept_files_changed_after_the_kill_are_written_again_on_the_latency_file
 
 
 # -- forked writers die with their parent ----------------------------------------------------
+#: ``python -c ORPHAN LATE``: a parent that forks a child and sleeps; the child asks for
+#: its death signal at once, or ("late") only once its parent is gone (the race the
+#: prctl cannot see: CI hit it, and the child lived its whole minute).
 ORPHAN = r"""
 import os, sys, time
 from pcheckout.write import forked
 die = forked.death_signal_setter()
+parent = os.getpid()
 pid = os.fork()
 if pid == 0:
+    os.close(1)  # (the test reads the parent's stdout to its end)
+    if sys.argv[1] == "late":
+        while os.getppid() == parent:
+            time.sleep(0.001)
     die()
     time.sleep(60)
     os._exit(0)
@@ -263,8 +271,9 @@ time.sleep(60)
 """
 
 
-def test_a_forked_writer_dies_with_its_parent() -> None:
-    proc = subprocess.Popen([sys.executable, "-c", ORPHAN], stdout=subprocess.PIPE, text=True)
+@pytest.mark.parametrize("when", ["at-once", "late"])
+def test_a_forked_writer_dies_with_its_parent(when: str) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", ORPHAN, when], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     child = int(proc.stdout.readline())
     proc.send_signal(signal.SIGKILL)

@@ -88,7 +88,8 @@ PR_SET_PDEATHSIG = 1
 
 def death_signal_setter() -> Callable[[], None]:
     """A call that makes the calling (forked) process get SIGKILL the moment
-    the thread that forked it dies: ``prctl(PR_SET_PDEATHSIG)`` on Linux.
+    the thread that forked it dies: ``prctl(PR_SET_PDEATHSIG)`` on Linux (at once
+    if this process, which made the call, died before it was made).
 
     A writer that outlived a SIGKILLed parent would go on writing files that
     the re-run is writing too.  Loaded before forking, so each child only
@@ -103,8 +104,14 @@ def death_signal_setter() -> Callable[[], None]:
     except (OSError, AttributeError):  # pragma: no cover - not glibc/musl Linux
         return lambda: None
 
+    parent = os.getpid()
+
     def set_death_signal() -> None:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        # A parent that died between the fork and the prctl sent no signal: the child,
+        # reparented, sees another parent (prctl(2)'s own advice), and dies as asked.
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     return set_death_signal
 
