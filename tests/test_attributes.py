@@ -277,9 +277,10 @@ def test_may_say_reads_every_source_and_may_where_one_cannot_be_read(tmp_path: P
     info.write_bytes(b"*.psd filter=LFS\n")
     absent = tmp_path / "absent"
     names = [b"d/.gitattributes"]
-    assert not attributes.may_say(b"lfs", tree, names, [absent])
-    assert attributes.may_say(b"lfs", tree, names, [absent, info])  # (any case)
+    absent_, info_, dir_ = (("", p) for p in (absent, info, tmp_path))
+    assert not attributes.may_say(b"lfs", tree, names, [absent_])
+    assert attributes.may_say(b"lfs", tree, names, [absent_, info_])  # (any case)
     assert attributes.may_say(b"lfs", tree, [*names, b"sparse/.gitattributes"], [])
-    assert attributes.may_say(b"lfs", tree, names, [tmp_path])  # a directory: unreadable
+    assert attributes.may_say(b"lfs", tree, names, [dir_])  # a directory: unreadable
     (tree / "d" / ".gitattributes").write_bytes(b"[attr]big filter=lfs\n")
     assert attributes.may_say(b"lfs", tree, names, [])

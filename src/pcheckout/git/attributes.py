@@ -95,30 +95,32 @@ def conversion_sources(
         sources.append("the tree has .gitattributes")
     if autocrlf(config) == "true":
         sources.append("core.autocrlf=true")
-    if _nonempty(common_dir / "info" / "attributes"):
-        sources.append("$GIT_DIR/info/attributes exists")
-    glob = _global_attributes_file(config, env)
-    if glob is not None and _nonempty(glob):
-        sources.append(f"global attributes file {glob}")
-    system = Path("/etc/gitattributes")
-    if not config_bool(env.get("GIT_ATTR_NOSYSTEM"), False) and _nonempty(system):
-        sources.append(f"system attributes file {system}")
+    for what, path in other_attribute_files(config, common_dir, env):
+        if _nonempty(path):
+            sources.append(what)
     return sources
+
+
+#: the system's attribute file: git's ETC_GITATTRIBUTES, ``$(prefix)/etc/gitattributes``
+#: with the prefix /usr made /etc (as Debian's git is built; ``git var GIT_ATTR_SYSTEM``
+#: says it from git 2.42)
+SYSTEM_ATTRIBUTES = Path("/etc/gitattributes")
 
 
 def other_attribute_files(
     config: Mapping[str, str], common_dir: Path, environ: Mapping[str, str]
-) -> list[Path]:
+) -> list[tuple[str, Path]]:
     """The attribute files git reads besides the tree's ``.gitattributes`` (attr.c
-    bootstrap_attr_stack): the system one (unless ``GIT_ATTR_NOSYSTEM``), the global one
-    (``core.attributesFile``, else XDG's), ``$GIT_DIR/info/attributes``."""
-    files = []
-    if not config_bool(environ.get("GIT_ATTR_NOSYSTEM"), False):
-        files.append(Path("/etc/gitattributes"))
+    bootstrap_attr_stack), each with how a report names it: ``$GIT_DIR/info/attributes``,
+    the global one (``core.attributesFile``, else XDG's), the system one (unless
+    ``GIT_ATTR_NOSYSTEM``)."""
+    info = common_dir / "info" / "attributes"
+    files = [("$GIT_DIR/info/attributes exists", info)]
     glob = _global_attributes_file(config, environ)
     if glob is not None:
-        files.append(glob)
-    files.append(common_dir / "info" / "attributes")
+        files.append((f"global attributes file {glob}", glob))
+    if not config_bool(environ.get("GIT_ATTR_NOSYSTEM"), False):
+        files.append((f"system attributes file {SYSTEM_ATTRIBUTES}", SYSTEM_ATTRIBUTES))
     return files
 
 
@@ -126,7 +128,7 @@ def may_say(
     word: bytes,
     work_tree: Path,
     gitattributes: Sequence[bytes],
-    others: Sequence[Path],
+    others: Sequence[tuple[str, Path]],
 ) -> bool:
     """Whether an attribute source could say ``word`` (False: none has it written, so no
     path's attribute is ``word``: an attribute's value, a macro's too, is the source's own
@@ -144,7 +146,7 @@ def may_say(
                     return True
         except OSError:
             return True
-    for other in others:
+    for _what, other in others:
         try:
             with open(other, "rb") as f:
                 if needle in f.read().lower():
