@@ -88,8 +88,8 @@ PR_SET_PDEATHSIG = 1
 
 def death_signal_setter() -> Callable[[], None]:
     """A call that makes the calling (forked) process get SIGKILL the moment
-    the thread that forked it dies: ``prctl(PR_SET_PDEATHSIG)`` on Linux (at once
-    if this process, which made the call, died before it was made).
+    the thread that forked it dies: ``prctl(PR_SET_PDEATHSIG)`` on Linux; at once if
+    the process that made the call (the parent) is already gone when a child makes it.
 
     A writer that outlived a SIGKILLed parent would go on writing files that
     the re-run is writing too.  Loaded before forking, so each child only
