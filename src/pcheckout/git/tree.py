@@ -152,15 +152,7 @@ class RootedListing(Sequence[Entry]):
 
     def has_file(self, name: bytes) -> bool:
         """Whether a non-tree entry is named ``name`` (in any directory)."""
-        raw = self.raw
-        for framed in (b"\t" + name + b"\0", b"/" + name + b"\0"):
-            at = raw.find(framed)
-            while at >= 0:
-                start = raw.rfind(b"\0", 0, at) + 1
-                if not raw.startswith(b"040000 tree ", start):
-                    return True
-                at = raw.find(framed, at + 1)
-        return False
+        return bool(self.files_named(name))
 
     def files_named(self, name: bytes) -> list[bytes]:
         """The paths of the non-tree entries named ``name`` (in any directory)."""
