@@ -136,7 +136,7 @@ def _tree_filters_lfs(ctx: Context, plan: Plan, fresh: bool) -> bool:
     if isinstance(entries, RootedListing):
         names = entries.files_named(attributes.GITATTRIBUTES)
     else:
-        names = [e.path for e in entries if _named_gitattributes(e.path)]
+        names = [e.path for e in entries if attributes.is_gitattributes(e.path)]
     return _filters_lfs(
         ctx, names, lambda: _checked_out(ctx) if fresh else [e.path for e in plan.entries]
     )
@@ -154,7 +154,7 @@ def _switch_filters_lfs(ctx: Context, written: Sequence[bytes]) -> bool:
     if maybe or any(n.startswith("sharedindex.") for n in os.listdir(ctx.repo.git_dir)):
         # (a split index's entries are mostly in its shared index)
         out = ctx.git.out("ls-files", "-z", "--", LS_GITATTRIBUTES, extra_env=GLOB_PATHSPECS)
-        names = [p for p in out.split(b"\0") if _named_gitattributes(p)]
+        names = [p for p in out.split(b"\0") if attributes.is_gitattributes(p)]
     return _filters_lfs(ctx, names, lambda: written)
 
 
@@ -162,10 +162,6 @@ def _switch_filters_lfs(ctx: Context, written: Sequence[bytes]) -> bool:
 LS_GITATTRIBUTES = ":(glob)**/.gitattributes"
 #: (pathspec magic as the pathspec says, whatever the caller's environment asks: git.c)
 GLOB_PATHSPECS = {"GIT_LITERAL_PATHSPECS": "0", "GIT_NOGLOB_PATHSPECS": "0"}
-
-
-def _named_gitattributes(path: bytes) -> bool:
-    return path.rpartition(b"/")[2] == attributes.GITATTRIBUTES
 
 
 def _filters_lfs(
