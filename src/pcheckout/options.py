@@ -7,9 +7,9 @@ Nothing here runs anything.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 if TYPE_CHECKING:  # types only: nothing here runs them (see cli/main.py's imports' note)
     from pcheckout.fs.detect import FsInfo
@@ -20,20 +20,21 @@ if TYPE_CHECKING:  # types only: nothing here runs them (see cli/main.py's impor
 
 Mode = Literal["checkout", "resume", "switch", "export"]
 
+# The options are NamedTuples and the Result a plain class, not dataclasses: every run builds
+# them, and importing ``dataclasses`` (with ``inspect``, ``ast``, ``dis``, ``tokenize``) and
+# creating its classes cost ~13 ms of a start in a plain venv (docs/benchmarks.md). A changed
+# copy of the options is ``opts._replace(rev=...)``.
 
-def _environ() -> dict[str, str]:
-    return dict(os.environ)
 
-
-@dataclass(frozen=True)
-class CheckoutOptions:
+class CheckoutOptions(NamedTuple):
     directory: Path
     rev: str = "HEAD"
     workers: int | None = None  # --workers; None: not given, or "auto"
     dry_run: bool = False
     force: bool = False
     adapt: bool = True
-    environ: dict[str, str] = field(default_factory=_environ)
+    #: the environment git runs in (default: this process's, as it is when the run starts)
+    environ: Mapping[str, str] = os.environ
     spawn: Spawn | None = None  # test seam: a stand-in cat-file process
     stat_threads: int | None = None  # a switch's lstat/unlink threads (None: the policy's)
     writer: str | None = None  # --writer: "pcheckout", "git", "auto"; None: not given
@@ -46,15 +47,14 @@ class CheckoutOptions:
     counts: bool = True
 
 
-@dataclass(frozen=True)
-class ExportOptions:
+class ExportOptions(NamedTuple):
     repository: Path
     rev: str
     destination: Path
     workers: int | None = None
     dry_run: bool = False
     adapt: bool = True
-    environ: dict[str, str] = field(default_factory=_environ)
+    environ: Mapping[str, str] = os.environ  # as CheckoutOptions.environ
     spawn: Spawn | None = None
     writer: str | None = None  # --writer: "pcheckout", "git", "auto"; None: not given
     worktree_attributes: bool = False  # git archive --worktree-attributes
@@ -71,15 +71,12 @@ def _head_json(head: HeadOutcome | None) -> dict[str, object]:
     }
 
 
-@dataclass
 class Result:
-    """What a checkout, switch or export did (or, with ``dry_run``, would do)."""
+    """What a checkout, switch or export did (or, with ``dry_run``, would do).
 
-    mode: Mode
-    files: int
-    bytes: int
-    plan: WorkerPlan
-    filesystem: FsInfo
+    Built with what every run knows; the rest is set by the run (``apply/report.py``): each
+    field's default is below, the lists and dicts are each result's own."""
+
     seconds: float = 0.0
     written: int = 0
     kept: int = 0
@@ -87,22 +84,22 @@ class Result:
     dry_run: bool = False
     adapt_summary: str | None = None
     head: HeadOutcome | None = None  # where HEAD went (checkout, switch; not a dry run)
-    conversion: list[str] = field(default_factory=list)
+    conversion: list[str]
     processes: bool = False  # written by forked processes (else threads)
     skip_worktree: int = 0  # entries outside the sparse checkout: recorded, not written
     fetch_blobs: int = 0  # blobs a partial clone lacked (fetched, or a dry run would fetch)
     fetched_bytes: int = 0  # bytes of the packs those fetches wrote
     fetches: int = 0  # git fetch processes run for them
-    warnings: list[str] = field(default_factory=list)  # git's warnings (sparse patterns)
+    warnings: list[str]  # git's warnings (sparse patterns)
     converted: int = 0  # paths whose conversion may change their bytes
-    conversion_reasons: dict[str, int] = field(default_factory=dict)  # reason -> paths
+    conversion_reasons: dict[str, int]  # reason -> paths
     converted_by_git: int = 0  # of them, paths converted by git's filters
     conversion_unknown: int = 0  # dry run: paths below a .gitattributes not fetched yet
     export_ignored: int = 0  # export: entries export-ignore leaves out
     export_subst: int = 0  # export: files whose $Format:...$ placeholders are expanded
-    hooks: list[str] = field(default_factory=list)  # git hooks run (a dry run: to run)
+    hooks: list[str]  # git hooks run (a dry run: to run)
     #: submodule.recurse: the submodules moved, populated or removed (a dry run: to be)
-    submodules: list[dict[str, object]] = field(default_factory=list)
+    submodules: list[dict[str, object]]
     lfs_files: int = 0  # paths whose blob is a Git LFS pointer git-lfs's filter smudges
     lfs_local: int = 0  # of them, written here from the local LFS store (no filter process)
     lfs_local_bytes: int = 0  # the bytes of the LFS objects in the local store
@@ -111,10 +108,30 @@ class Result:
     lfs_fetches: int = 0  # git lfs fetch processes run for the missing objects
     lfs_fetched_bytes: int = 0  # the bytes of the objects they fetched
     #: a destination that ignores case: the paths that met (git clone's warning names them)
-    collided: list[str] = field(default_factory=list)
-    replaced: list[str] = field(default_factory=list)  # of the entries, those not on disk
+    collided: list[str]
+    replaced: list[str]  # of the entries, those not on disk
     #: a fresh checkout into a work tree holding untracked files: the names kept at its top
-    untracked_kept: list[str] = field(default_factory=list)
+    untracked_kept: list[str]
+
+    def __init__(
+        self, mode: Mode, files: int, bytes: int, plan: WorkerPlan, filesystem: FsInfo
+    ) -> None:
+        self.mode = mode
+        self.files = files
+        self.bytes = bytes
+        self.plan = plan
+        self.filesystem = filesystem
+        self.conversion = []
+        self.warnings = []
+        self.conversion_reasons = {}
+        self.hooks = []
+        self.submodules = []
+        self.collided = []
+        self.replaced = []
+        self.untracked_kept = []
+
+    def __repr__(self) -> str:
+        return f"Result({self.mode!r}, files={self.files}, written={self.written})"
 
     def to_json(self) -> dict[str, object]:
         """The stable JSON report (docs/json.md)."""

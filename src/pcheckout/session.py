@@ -13,7 +13,6 @@ looked at (``git/lock.py``), and the destination is listed under it.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import os
 import threading
@@ -196,7 +195,7 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
     # repository, then config and REV.
     git = Git(opts.directory, debug=ui.debug, version=(*MIN_GIT, 0))
     if opts.rev == "-" or opts.rev.startswith("@{-"):  # one git process more, before round 1
-        opts = dataclasses.replace(opts, rev=prior_checkout(git, opts.rev))
+        opts = opts._replace(rev=prior_checkout(git, opts.rev))
     try:
         (version, repo), ((config, (target, changes)), early) = both(
             lambda: both(lambda: git_version(git.exe), lambda: _with_work_tree(discover(git))),
@@ -223,7 +222,7 @@ def open_checkout(opts: CheckoutOptions, ui: Reporter, ahead: Ahead) -> Run:
             found = found._replace(changes=changes)
         if not found.switching and found.previous is not None and found.previous.clone:
             # git clone's interrupted checkout: finished as git clone's (its hooks)
-            opts = dataclasses.replace(opts, clone=True)
+            opts = opts._replace(clone=True)
     except BaseException:
         if lock is not None:
             lock.rollback()

@@ -11,7 +11,6 @@ module that runs git to write a work tree):
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Callable, Sequence
 
@@ -50,7 +49,7 @@ def _tree(job: Job, lock: IndexLock) -> Written:
         job.journal.close()  # git records nothing in it: a resume by git's writer overwrites
     fresh = plan.kind in ("fresh", "resume")
     with scratch_index(lock, copy=True) as scratch:
-        git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
+        git = ctx.git.but(env=scratch.env(ctx.git.env))
         workers = collided.git_workers(plan)
         done = gitwriter.write_by_git(
             ctx._replace(git=git), plan.tree, workers, plan.recurse_submodules
@@ -77,7 +76,7 @@ def _switch(job: Job, lock: IndexLock) -> Written:
     report = gitwriter.Reporting(ctx.ui, plan.workers.workers)
     try:
         with scratch_index(lock, copy=True) as scratch:
-            by_git = dataclasses.replace(ctx.git, env=scratch.env(ctx.git.env))
+            by_git = ctx.git.but(env=scratch.env(ctx.git.env))
             before = _identity(scratch.path)
             try:
                 done = gitwriter.switch(

@@ -19,23 +19,17 @@ __all__ = ["finish", "report"]
 def report(plan: Plan) -> Result:
     """What ``plan`` will do, as the report states it before anything is written."""
     c = plan.counts
-    result = Result(
-        plan.mode,
-        c.files,
-        c.nbytes,
-        plan.workers,
-        plan.fs,
-        dry_run=plan.dry_run,
-        deleted=c.deleted,
-        skip_worktree=c.skip_worktree,
-        fetch_blobs=c.fetch_blobs,
-        warnings=list(plan.warnings),
-        export_ignored=c.export_ignored,
-        export_subst=c.export_subst,
-        hooks=[h.name for h in plan.hooks if h.planned],
-        submodules=[m.to_json() for m in plan.submodules],
-        untracked_kept=[decode(n) for n in plan.untracked_kept],
-    )
+    result = Result(plan.mode, c.files, c.nbytes, plan.workers, plan.fs)
+    result.dry_run = plan.dry_run
+    result.deleted = c.deleted
+    result.skip_worktree = c.skip_worktree
+    result.fetch_blobs = c.fetch_blobs
+    result.warnings = list(plan.warnings)
+    result.export_ignored = c.export_ignored
+    result.export_subst = c.export_subst
+    result.hooks = [h.name for h in plan.hooks if h.planned]
+    result.submodules = [m.to_json() for m in plan.submodules]
+    result.untracked_kept = [decode(n) for n in plan.untracked_kept]
     if plan.conversion is not None:
         result.add_conversion(plan.conversion)
     if plan.collisions is not None:

@@ -21,7 +21,6 @@ for what leaves (and for the checks), the target's for what arrives.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
@@ -130,7 +129,7 @@ def _target_gitmodules(target: Mapping[bytes, Entry], written: Collection[bytes]
 
 def at_top(ctx: Context, root: Path) -> Context:
     """``ctx`` with its git run at the work tree's top (paths are relative to it)."""
-    return ctx._replace(git=dataclasses.replace(ctx.git, cwd=root))
+    return ctx._replace(git=ctx.git.but(cwd=root))
 
 
 class Switching(NamedTuple):

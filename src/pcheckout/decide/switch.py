@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import NamedTuple
 
 from pcheckout.decide import collisions
@@ -247,6 +246,8 @@ def _smudged(look: Look, keep: dict[bytes, ix.IndexEntry]) -> dict[bytes, ix.Ind
     smudge = racily_clean_changed(look, list(keep.values()))
     if not smudge:
         return keep
+    from dataclasses import replace  # (imported already: git/index.py built the entries)
+
     return {p: replace(e, size=0) if p in smudge else e for p, e in keep.items()}
 
 
@@ -280,6 +281,8 @@ def _present_outside(
 
 
 def _without(e: ix.IndexEntry, bits: int) -> ix.IndexEntry:
+    from dataclasses import replace  # (as in _smudged)
+
     return replace(e, extended_flags=e.extended_flags & ~bits)
 
 

@@ -18,7 +18,6 @@ import os
 import stat as stat_mod
 import tempfile
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -286,6 +285,8 @@ def _by_git(look: Look, suspects: list[ix.IndexEntry], command: tuple[str, ...])
     checkout looks at those files too (verify_uptodate_1)."""
     if not suspects:
         return set()
+    from dataclasses import replace  # (imported already: git/index.py built the entries)
+
     drop = ix.FLAG_ASSUME_VALID
     entries = [
         replace(e, flags=e.flags & ~drop, extended_flags=e.extended_flags & ~SKIP)

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from pcheckout.errors import MountinfoError
@@ -159,11 +158,22 @@ def _is_within(path: str, mount_point: str) -> bool:
     return path == mount_point or path.startswith(mount_point + "/")
 
 
-@dataclass(frozen=True)
 class MountTable:
     """All lines of one mountinfo table, in file order."""
 
-    entries: tuple[MountEntry, ...]
+    __slots__ = ("entries",)
+
+    def __init__(self, entries: tuple[MountEntry, ...]) -> None:
+        self.entries = entries
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MountTable) and other.entries == self.entries
+
+    def __hash__(self) -> int:
+        return hash(self.entries)
+
+    def __repr__(self) -> str:
+        return f"MountTable({self.entries!r})"
 
     def __iter__(self) -> Iterator[MountEntry]:
         return iter(self.entries)

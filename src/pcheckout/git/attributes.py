@@ -22,18 +22,20 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from pcheckout.errors import GitError
 from pcheckout.git.config import autocrlf, config_bool
 from pcheckout.git.promisor import fetch, missing_objects
 from pcheckout.git.runner import GIT_CHECK_ATTR_SOURCE, Git, Repo
 from pcheckout.git.tree import MODE_EXEC, MODE_FILE, Entry
+
+if TYPE_CHECKING:
+    import tempfile
 
 GITATTRIBUTES = b".gitattributes"
 
@@ -210,6 +212,8 @@ def _check_attr_rows(
     ``width`` values per path.  Equal rows are one tuple, equal values one object (most
     paths share every attribute)."""
     count = len(paths)
+    import tempfile  # (here and below: a run that looks nothing up need not pay ~3 ms)
+
     with tempfile.TemporaryFile(prefix="pcheckout-check-attr-") as err:
         try:
             proc = runner.popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
@@ -279,6 +283,8 @@ def _attr_git(git: Git, repo: Repo, extra_env: Mapping[str, str], *, worktree: b
         return Git(top, debug=git.debug, env=base, exe=git.exe, version=git.version)
     base["GIT_DIR"] = str(repo.git_dir)
     base.pop("GIT_WORK_TREE", None)
+    import tempfile
+
     return Git(
         Path(tempfile.gettempdir()), debug=git.debug, env=base, exe=git.exe, version=git.version
     )
@@ -401,6 +407,8 @@ class TreeAttributes:
         self.index_file: str | None = None
         if not worktree and git.has(GIT_CHECK_ATTR_SOURCE):
             return
+        import tempfile
+
         self._scratch = tempfile.TemporaryDirectory(prefix="pcheckout-attr-")
         self.index_file = os.path.join(self._scratch.name, "index")
         attrs = [e for e in entries if is_gitattributes(e.path)] if not worktree else []
@@ -420,6 +428,8 @@ class TreeAttributes:
         2.40 has ``check-attr --source`` but not ``--attr-source``, and export's filtered
         cat-file then needs a private work tree)."""
         if self._scratch is None:
+            import tempfile
+
             self._scratch = tempfile.TemporaryDirectory(prefix="pcheckout-attr-")
         return self._scratch.name
 

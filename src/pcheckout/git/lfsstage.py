@@ -21,8 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -50,6 +48,8 @@ class Stage(NamedTuple):
         return os.path.join(self.root, "objects")
 
     def remove(self) -> None:
+        import shutil  # (shutil, tempfile: only where LFS objects are fetched; ~3 ms of a start)
+
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -73,6 +73,9 @@ def make(git_dir: Path, environ: Mapping[str, str], nbytes: int) -> Stage | None
     configs = _global_configs(environ)
     if _GLOB.search(where) or any("\n" in p for p in (where, *configs)):
         return None
+    import shutil
+    import tempfile
+
     try:
         tmp = tempfile.gettempdir()
         if shutil.disk_usage(tmp).free < FREE_FACTOR * nbytes + FREE_SPARE:
@@ -114,6 +117,8 @@ def keep(stage: Stage, store: str, oids: Sequence[str], threads: int) -> None:
             return
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         tmp = f"{dest}.pcheckout-{os.getpid()}.tmp"
+        import shutil
+
         try:
             shutil.copyfile(os.path.join(stage.objects, rel), tmp)
             os.replace(tmp, dest)

@@ -28,13 +28,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from pcheckout.errors import GitError
 from pcheckout.git.config import config_bool
@@ -160,14 +157,19 @@ def batch_sizes(n: int, first: int = FIRST_BATCH, cap: int = MAX_BATCH) -> list[
     return sizes
 
 
-@dataclass
 class Fetched:
     """What a fetch brought: object count and the bytes of the packs it wrote."""
 
-    objects: int = 0
-    bytes: int = 0
-    fetches: int = 0
-    failed: list[str] = field(default_factory=list)  # oids no remote delivered
+    __slots__ = ("objects", "bytes", "fetches", "failed")
+
+    def __init__(self, objects: int = 0, bytes: int = 0, fetches: int = 0) -> None:
+        self.objects = objects
+        self.bytes = bytes
+        self.fetches = fetches
+        self.failed: list[str] = []  # oids no remote delivered
+
+    def __repr__(self) -> str:
+        return f"Fetched({self.objects}, {self.bytes}, {self.fetches}, failed={self.failed!r})"
 
 
 def _pack_dir(git: Git) -> bytes:
@@ -376,6 +378,8 @@ class Staging:
     ``.idx`` last, leaving the packs git's own fetch would have left (one per batch)."""
 
     def __init__(self, repo_objects: bytes, scratch_dir: str | None = None) -> None:
+        import tempfile  # (shutil and tempfile: only a partial clone's fetch needs them)
+
         self.repo_objects = repo_objects  # the repository's objects directory (absolute)
         self.root = tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=scratch_dir)
         # Held (an open-file-description lock, as git/lock.py holds index.lock) until
@@ -432,6 +436,8 @@ class Staging:
         return copied
 
     def close(self) -> None:
+        import shutil
+
         shutil.rmtree(self.root, ignore_errors=True)
         if self._lock is not None:
             os.close(self._lock)
@@ -452,6 +458,8 @@ def remove_stale_staging(scratch_dir: str, keep: str | None = None) -> list[str]
         names = [n for n in os.listdir(scratch_dir) if n.startswith(STAGING_PREFIX)]
     except OSError:
         return removed
+    import shutil
+
     for name in names:
         path = os.path.join(scratch_dir, name)
         if path == keep:

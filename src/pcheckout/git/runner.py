@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
@@ -60,6 +58,8 @@ def git_version(exe: str = "git") -> tuple[int, int, int]:
     if early is not None and early.returncode == 0:
         out = early.stdout
     else:
+        import shutil  # (only where round 1 did not run git: not on a run's path)
+
         if shutil.which(exe) is None:
             raise GitError("git is not installed or not on PATH")
         try:
@@ -74,22 +74,44 @@ def git_version(exe: str = "git") -> tuple[int, int, int]:
     return version
 
 
-@dataclass
 class Git:
     """A git command runner bound to a directory (like ``git -C DIR``)."""
 
-    cwd: Path
-    debug: Debug | None = None
-    env: Mapping[str, str] | None = None
-    exe: str = "git"
-    version: tuple[int, int, int] = field(default=(0, 0, 0))
-    #: commands run where git's checkout runs them, whose hooks must see what git gives
-    #: them (:meth:`hooked`): without ``--no-pager`` (git passes it on as GIT_PAGER=cat)
-    hooks: bool = False
+    # (a plain class, not a dataclass: every run builds one, and ``dataclasses`` with what it
+    # imports costs ~13 ms of a start in a plain venv; docs/benchmarks.md)
+    __slots__ = ("cwd", "debug", "env", "exe", "version", "hooks")
 
-    def __post_init__(self) -> None:
-        if self.version == (0, 0, 0):
-            self.version = git_version(self.exe)
+    def __init__(
+        self,
+        cwd: Path,
+        debug: Debug | None = None,
+        env: Mapping[str, str] | None = None,
+        exe: str = "git",
+        version: tuple[int, int, int] = (0, 0, 0),
+        #: commands run where git's checkout runs them, whose hooks must see what git gives
+        #: them (:meth:`hooked`): without ``--no-pager`` (git passes it on as GIT_PAGER=cat)
+        hooks: bool = False,
+    ) -> None:
+        self.cwd = cwd
+        self.debug = debug
+        self.env = env
+        self.exe = exe
+        self.version = git_version(exe) if version == (0, 0, 0) else version
+        self.hooks = hooks
+
+    def __repr__(self) -> str:
+        return f"Git({self.cwd!r}, exe={self.exe!r}, version={self.version!r}, hooks={self.hooks})"
+
+    def but(self, *, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> Git:
+        """This runner in ``cwd`` and with ``env``, where given."""
+        return Git(
+            self.cwd if cwd is None else cwd,
+            self.debug,
+            self.env if env is None else env,
+            self.exe,
+            self.version,
+            self.hooks,
+        )
 
     def argv(self, args: Sequence[str]) -> list[str]:
         # --no-pager: no output of ours goes to a terminal's pager, and without it every
@@ -103,7 +125,7 @@ class Git:
     def hooked(self) -> Git:
         """This runner for commands run where git's checkout runs them: their hooks see
         what git's own would (no ``--no-pager``)."""
-        return replace(self, hooks=True)
+        return Git(self.cwd, self.debug, self.env, self.exe, self.version, hooks=True)
 
     def log(self, cmd: Sequence[str]) -> None:
         if self.debug is not None:

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pcheckout.errors import WriteError
 from pcheckout.fs.kinds import family
@@ -23,8 +21,7 @@ if TYPE_CHECKING:
     from pcheckout.fs.detect import FsInfo
 
 
-@dataclass(frozen=True)
-class WriterTimes:
+class WriterTimes(NamedTuple):
     """The two writers timed on one probe tree in the mount (``pcheckout tune``): fresh
     checkouts of ``probe_files`` entries, interleaved, the median of ``rounds`` each."""
 
@@ -78,8 +75,7 @@ class WriterTimes:
         return result
 
 
-@dataclass(frozen=True)
-class TuneResult:
+class TuneResult(NamedTuple):
     """One measured mount: the chosen worker count and the curve behind it (one cache entry)."""
 
     mount_key: str
@@ -89,7 +85,8 @@ class TuneResult:
     workers: int
     threshold: float
     curve: tuple[tuple[int, float], ...]  # (worker count, median files/s), descending counts
-    rounds: tuple[tuple[tuple[int, float], ...], ...] = field(default=(), compare=False)
+    #: each round's curve, as measured (not stored: a result read back has none)
+    rounds: tuple[tuple[tuple[int, float], ...], ...] = ()
     writers: WriterTimes | None = None  # both writers timed (git >= 2.32), else None
     #: No count above this on the mount (docs/tuning.md, *A ceiling per mount*): the knee
     #: when tune stores it; an administrator may lower it in the shared file.
@@ -158,6 +155,7 @@ def _read_cache(path: Path | None = None, section: str = "mounts") -> dict[str, 
 def _write_cache(entries: dict[str, dict[str, Any]], path: Path, section: str = "mounts") -> None:
     """Atomically: a temporary file in the same directory, fsync, rename over the old one."""
     import json
+    import tempfile  # (as json: only a run that stores a result writes the file)
 
     tmp = None
     try:
@@ -184,7 +182,7 @@ def with_ceiling(result: TuneResult) -> TuneResult:
     if result.ceiling is not None:
         return result
     git = result.writers.git_workers if result.writers is not None else 0
-    return replace(result, ceiling=max(result.workers, git))
+    return result._replace(ceiling=max(result.workers, git))
 
 
 def store(result: TuneResult) -> Path:

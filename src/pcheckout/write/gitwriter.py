@@ -43,7 +43,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -188,6 +187,8 @@ def export_tree(
     """The tree alone into ``dest`` (no index left, sparse-checkout patterns off), from
     ``ctx``'s repository in its environment; the bytes written are counted from git's
     index."""
+    import tempfile  # (an export's alone: a checkout's start need not pay it, ~3 ms)
+
     with tempfile.TemporaryDirectory(prefix="pcheckout-export-") as scratch:
         env = {
             **ctx.environ,

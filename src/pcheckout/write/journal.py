@@ -44,8 +44,8 @@ import stat as stat_mod
 import struct
 import threading
 import zlib
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import NamedTuple
 
 from pcheckout.errors import WriteError
@@ -75,15 +75,14 @@ def _record_of(i: int, packed: bytes) -> bytes:
     return body + struct.pack("<I", zlib.crc32(body))
 
 
-@dataclass(frozen=True)
-class Previous:
+class Previous(NamedTuple):
     """What an interrupted run left: its header and its whole records."""
 
     commit: str
     tree: str
     conversion: bool
     #: listing position -> packed stat data when it was completed; a later record wins
-    done: dict[int, bytes] = field(default_factory=dict)
+    done: Mapping[int, bytes] = MappingProxyType({})
     #: bytes of header plus whole records (a resuming run appends after these)
     valid_length: int = 0
     version: int = 2
