@@ -3,7 +3,7 @@
 
     python3 scripts/bench_front.py [--dest tmpfs,ext4j] [--files 5000,40000]
         [--kinds fresh,switch] [--runs 7] [--git-counts 1,2,3,4,6,8] [--baseline SRC]
-        [--attributes none|gitlike] [--lfs-installed]
+        [--attributes none|gitlike] [--lfs-installed] [--python PY]
 
 Per table (one generated ``source`` repository, scripts/genrepo.py, one destination, fresh
 checkouts of v2 into a ``clone --no-checkout --shared`` or switches v1 -> v2), the rows run
@@ -17,6 +17,11 @@ overhead = pcheckout - git at pcheckout's count - ``python -c pass`` (medians), 
 measure.  The own part is timed inside each pcheckout run (:data:`OWN`): from its first
 line to its end, less git's writer; it does not move with git's own spread, which the
 overhead column carries.  Every pcheckout run is checked: ``git status --porcelain`` empty.
+
+``--python``: the interpreter pcheckout and ``python -c pass`` run in.  A plain venv's
+(``python3 -m venv --without-pip V``; pcheckout is found through PYTHONPATH) times what a
+pipx install pays: an interpreter whose site hooks import modules at start (``pathlib``,
+``tempfile``, ...) hides their cost from the own part and the overhead alike.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ import genrepo  # noqa: E402
 from bench_writer import ENV, destination  # noqa: E402
 
 PROJECT = HERE.parent
+#: the interpreter pcheckout and ``python -c pass`` run in (``--python``)
+PYTHON = sys.executable
 #: what ``git lfs install`` writes into the global config (git-lfs 3.x)
 LFS_INSTALLED = """[filter "lfs"]
 \tclean = git-lfs clean -- %f
@@ -83,7 +90,7 @@ sys.exit(code)
 
 
 def _pcheckout(src_dir: Path, work: Path, rev: str, extra: tuple[str, ...] = ()) -> list[str]:
-    return [sys.executable, "-c", OWN, "checkout", "-q", "-C", str(work), *extra, rev]
+    return [PYTHON, "-c", OWN, "checkout", "-q", "-C", str(work), *extra, rev]
 
 
 def _own(stderr_tail: str) -> float:
@@ -118,7 +125,7 @@ def one(
 ) -> tuple[float, float | None]:
     """(seconds, pcheckout's own part in seconds or None) of one run of ``row``."""
     if row == "python -c pass":
-        return benchlib.run_timed([sys.executable, "-c", "pass"], env).seconds, None
+        return benchlib.run_timed([PYTHON, "-c", "pass"], env).seconds, None
     work = root / f"w{k}"
     rev = _clone(src, work, switch, env)
     if row.startswith("git "):
@@ -192,7 +199,10 @@ def main(argv: list[str] | None = None) -> int:
         help="git-lfs's filter in the global config, as `git lfs install` puts it there "
         "(CI images install git-lfs so): a repository without LFS files too",
     )
+    p.add_argument("--python", default=sys.executable, help="pcheckout's interpreter")
     args = p.parse_args(argv)
+    global PYTHON
+    PYTHON = args.python
     env = {**os.environ, **ENV}
     cache = Path(tempfile.mkdtemp(prefix="pcheckout-benchf-cache-"))
     env["XDG_CACHE_HOME"] = str(cache)
@@ -202,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     for k in ("PCHECKOUT_WORKERS", "PCHECKOUT_WRITER", "PYTHONPATH"):
         env.pop(k, None)
     for s in [PROJECT / "src", *([Path(args.baseline)] if args.baseline else [])]:
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(s)], check=True)
+        subprocess.run([PYTHON, "-m", "compileall", "-q", str(s)], check=True)
     scratch = Path(args.scratch)
     scratch.mkdir(parents=True, exist_ok=True)
     print(f"load average at start: {os.getloadavg()[0]:.1f}", flush=True)
