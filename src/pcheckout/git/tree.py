@@ -9,6 +9,7 @@ import os
 import subprocess
 from array import array
 from collections.abc import Callable, Iterator, Sequence
+from itertools import accumulate
 from operator import itemgetter
 from typing import Any, NamedTuple, overload
 
@@ -66,7 +67,7 @@ class RootedListing(Sequence[Entry]):
     :meth:`paths` made (at 250,000 entries the records held whole were 44 MiB, and the
     entries' own copies of the paths 33 MiB more)."""
 
-    __slots__ = ("_entries", "_paths", "_starts", "raw")
+    __slots__ = ("_entries", "_paths", "_starts", "_width", "raw")
 
     def __init__(self, raw: bytes) -> None:
         if not raw.startswith(b"\0"):
@@ -77,6 +78,7 @@ class RootedListing(Sequence[Entry]):
         self._paths: list[bytes] | None = None
         self._entries: list[Entry] | None = None
         self._starts: array[int] | None = None  # where each record starts (mode_at)
+        self._width = -1  # every record's length less its path's, where one (paths)
 
     def record_chunks(self) -> Iterator[list[bytes]]:
         """The records ("MODE TYPE ID\tPATH", subtrees' too), in order, a list of those in
@@ -136,16 +138,25 @@ class RootedListing(Sequence[Entry]):
                 paths += map(itemgetter(slice(width, None)), records)
         if self._entries is None:
             self._paths = paths
+            self._width = width
         return paths
 
     def mode_at(self, index: int) -> int:
         """The mode of record ``index`` (:meth:`paths`' order)."""
         if self._starts is None:
-            starts, at = array("q"), 1
-            for records in self.record_chunks():
-                for record in records:
-                    starts.append(at)
-                    at += len(record) + 1
+            # Where each record starts, accumulated in C from the records' lengths: from the
+            # paths where every record is as long as its path and one width (splitting the
+            # records again, or a Python loop over them, took ~40 ms at 270,000 records).
+            starts, width = array("q"), self._width
+            if self._paths is not None and width > 0:
+                starts.extend(
+                    accumulate(map((width + 1).__add__, map(len, self._paths)), initial=1)
+                )
+            else:
+                at = 1
+                for records in self.record_chunks():
+                    starts.extend(accumulate(map((1).__add__, map(len, records)), initial=at))
+                    at = starts.pop()  # (the next chunk's first record)
             self._starts = starts
         at = self._starts[index]
         return int(self.raw[at : at + 6], 8)
