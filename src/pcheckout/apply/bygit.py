@@ -116,7 +116,9 @@ def _lfs_hooks(ctx: Context, filtered: Callable[[], bool]) -> None:
     has filter=lfs) and one is missing: git-lfs's filter installs them each time it
     starts, but under git's writer it read the ``core.hooksPath=/dev/null`` that keeps
     git's own hooks off, and installed nothing."""
-    from pcheckout.git import lfs  # (only here: lfs imports its staging's)
+    if ctx.config.get("filter.lfs.process") is None and not ctx.config.get("filter.lfs.smudge"):
+        return  # no filter for lfs at all (lfs.runs_git_lfs): its module need not be imported
+    from pcheckout.git import lfs  # (only here: lfs imports its staging's; ~2 ms)
 
     if not lfs.runs_git_lfs(ctx.config) or not lfs.hooks_missing(ctx.repo, ctx.config):
         return

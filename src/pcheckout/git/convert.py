@@ -498,13 +498,13 @@ def _plan_lfs(
     local: Callable[[str], bool] | None,
 ) -> None:
     """Mark the paths whose git-lfs smudge is done here (``git/lfs.py``)."""
-    from pcheckout.git.lfs import Where, smudge_plan
-
     per_entry = plan.per_entry
     lfs_only = (LFS_REASON,)  # the reasons of a path git-lfs's filter alone converts
     candidates = [i for i, c in enumerate(per_entry) if c is not None and c.reasons == lfs_only]
     if not candidates:
         return
+    from pcheckout.git.lfs import Where, smudge_plan  # (LFS pointers only: ~2 ms to import)
+
     repo = where.repo
     environ = where.environ if where.environ is not None else os.environ
     work_tree = None if repo.work_tree is None else os.fspath(repo.work_tree)
