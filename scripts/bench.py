@@ -117,6 +117,7 @@ class Row:
     # pcheckout rows only: run ``python -m pcheckout`` from this source directory instead of
     # the project's own (--baseline: an older commit, timed in the same interleaved run).
     source: Path | None = None
+    writer: str | None = None  # pcheckout rows only: ``--writer`` (None: not given)
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,8 @@ def timed_command(row: Row, work: Path, src: Path, rev: str) -> list[str]:
             cmd.append(rev)
         if row.workers is not None:
             cmd += ["--workers", str(row.workers)]
+        if row.writer is not None:
+            cmd += ["--writer", row.writer]
         return cmd
     if row.tool == "archive":
         return [
@@ -235,10 +238,13 @@ def lean_rows(workers: tuple[int, ...]) -> list[Row]:
     return rows
 
 
-def switch_rows(workers: tuple[int, ...], baseline: Path | None = None) -> list[Row]:
+def switch_rows(
+    workers: tuple[int, ...], baseline: Path | None = None, engine: bool = False
+) -> list[Row]:
     rows = [
         Row("pcheckout auto", "pcheckout", None),
         *baseline_rows(baseline),
+        *([Row("pcheckout --writer pcheckout", "pcheckout", None, writer="pcheckout")] * engine),
         Row("git default (workers=1)", "git", None),
     ]
     rows += [Row(f"git checkout.workers={n}", "git", n) for n in workers if n != 1]
@@ -737,6 +743,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help=f"add incremental-switch tables (v1 -> v2, {SWITCH_CHANGE * 100:.0f}%% changed)",
     )
     ap.add_argument(
+        "--switch-change",
+        type=float,
+        default=SWITCH_CHANGE,
+        help="the share of the files the switch tables' v2 changes (issue 26: 0.01)",
+    )
+    ap.add_argument(
+        "--switch-engine",
+        action="store_true",
+        help="a row for pcheckout's engine (--writer pcheckout) in the switch tables",
+    )
+    ap.add_argument(
         "--scaling",
         default=None,
         help="comma list of tree sizes for the time-per-file table on the first "
@@ -943,8 +960,8 @@ def main(argv: list[str] | None = None) -> int:
                 copy = objects == "loose-clone"
                 emit(Table("fresh", d, src, meta, fresh, a.runs, "HEAD", copy_objects=copy))
             for objects in a.object_sets if a.switch else []:
-                src, meta = repo(files, objects=objects)
-                rows = switch_rows(a.worker_list, a.baseline)
+                src, meta = repo(files, change=a.switch_change, objects=objects)
+                rows = switch_rows(a.worker_list, a.baseline, a.switch_engine)
                 copy = objects == "loose-clone"
                 emit(Table("switch", d, src, meta, rows, a.runs, "v2", copy_objects=copy))
         if a.scaling_list and dests:
