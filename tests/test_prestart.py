@@ -183,7 +183,7 @@ def test_a_writer_running_another_git_starts_its_own(src: Path) -> None:
     g = Git(src, version=(*MIN_GIT, 0))
     pool = Prestarted(g, 1, spawn=rec)
     rec.wait_for(1)
-    other = g.but(env={**os.environ, "GIT_NO_LAZY_FETCH": "1"})
+    other = g.replace(env={**os.environ, "GIT_NO_LAZY_FETCH": "1"})
     assert pool.take(other) is None
     taken = pool.take(g)
     assert taken is not None

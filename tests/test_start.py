@@ -122,7 +122,7 @@ def test_the_options_read_the_environment_the_run_starts_in(
 def test_a_moved_git_runner_keeps_everything_else(tmp_path: Path) -> None:
     seen: list[str] = []
     g = Git(tmp_path, debug=seen.append, env={"A": "1"}, version=(*MIN_GIT, 0)).hooked()
-    moved = g.but(cwd=tmp_path / "sub")
+    moved = g.replace(cwd=tmp_path / "sub")
     assert (moved.cwd, moved.env, moved.version, moved.hooks, moved.debug) == (
         tmp_path / "sub",
         {"A": "1"},
@@ -130,6 +130,6 @@ def test_a_moved_git_runner_keeps_everything_else(tmp_path: Path) -> None:
         True,
         seen.append,
     )
-    other = g.but(env={"B": "2"})
+    other = g.replace(env={"B": "2"})
     assert (other.cwd, other.env) == (tmp_path, {"B": "2"})
     assert g.env == {"A": "1"} and g.cwd == tmp_path

@@ -49,7 +49,7 @@ def _tree(job: Job, lock: IndexLock) -> Written:
         job.journal.close()  # git records nothing in it: a resume by git's writer overwrites
     fresh = plan.kind in ("fresh", "resume")
     with scratch_index(lock, copy=True) as scratch:
-        git = ctx.git.but(env=scratch.env(ctx.git.env))
+        git = ctx.git.replace(env=scratch.env(ctx.git.env))
         workers = collided.git_workers(plan)
         done = gitwriter.write_by_git(
             ctx._replace(git=git), plan.tree, workers, plan.recurse_submodules
@@ -76,7 +76,7 @@ def _switch(job: Job, lock: IndexLock) -> Written:
     report = gitwriter.Reporting(ctx.ui, plan.workers.workers)
     try:
         with scratch_index(lock, copy=True) as scratch:
-            by_git = ctx.git.but(env=scratch.env(ctx.git.env))
+            by_git = ctx.git.replace(env=scratch.env(ctx.git.env))
             before = _identity(scratch.path)
             try:
                 done = gitwriter.switch(

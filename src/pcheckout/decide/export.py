@@ -332,7 +332,7 @@ def _left_by_earlier_runs(
     # git hashes and smudges the destination's files as a work tree of the repository
     env = {**(ctx.git.env or os.environ), "GIT_DIR": str(ctx.repo.git_dir)}
     env["GIT_WORK_TREE"] = str(d.dest)
-    git = ctx.git.but(cwd=d.dest, env=env)
+    git = ctx.git.replace(cwd=d.dest, env=env)
     scratch = d.dest / EXPORT_MARKER  # (no index: nothing is racily clean)
     look = Look(git, os.fsencode(d.dest), scratch, ctx.repo.object_format, Threads(threads))
     return left_behind(look, previous.trees, d.tree, d.arch.entries)

@@ -129,7 +129,7 @@ def _target_gitmodules(target: Mapping[bytes, Entry], written: Collection[bytes]
 
 def at_top(ctx: Context, root: Path) -> Context:
     """``ctx`` with its git run at the work tree's top (paths are relative to it)."""
-    return ctx._replace(git=ctx.git.but(cwd=root))
+    return ctx._replace(git=ctx.git.replace(cwd=root))
 
 
 class Switching(NamedTuple):

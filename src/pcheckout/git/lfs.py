@@ -366,7 +366,7 @@ class Fetch:
         #: a local store the objects land in first (``git/lfsstage.py``); None: the
         #: repository's own
         self.stage = stage
-        self.git = git if stage is None else git.but(env=stage.env)
+        self.git = git if stage is None else git.replace(env=stage.env)
         self._staged: list[str] = []  # the objects landed in the stage
         self.commands: list[tuple[list[str], list[int]]] = []
         if lists is None:

@@ -102,7 +102,7 @@ class Git:
     def __repr__(self) -> str:
         return f"Git({self.cwd!r}, exe={self.exe!r}, version={self.version!r}, hooks={self.hooks})"
 
-    def but(self, *, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> Git:
+    def replace(self, *, cwd: Path | None = None, env: Mapping[str, str] | None = None) -> Git:
         """This runner in ``cwd`` and with ``env``, where given."""
         return Git(
             self.cwd if cwd is None else cwd,

@@ -179,8 +179,8 @@ def _gits(
     env = no_lazy_fetch_env(ctx.git, base_env) if missing else None
     if staging is not None:
         env = staging.reader_env(env if env is not None else base_env)
-    writer_git = ctx.git.but(env=env) if env is not None else ctx.git
-    fetch_git = ctx.git.but(env=staging.fetch_env(base_env)) if staging is not None else ctx.git
+    writer_git = ctx.git.replace(env=env) if env is not None else ctx.git
+    fetch_git = ctx.git.replace(env=staging.fetch_env(base_env)) if staging is not None else ctx.git
     return writer_git, fetch_git
 
 
