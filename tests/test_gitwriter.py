@@ -321,3 +321,25 @@ def test_gits_progress_reaches_the_reporter(tmp_path: Path) -> None:
     assert updates[-1] == ("update", len(MANY), 0)  # files only: git does not count bytes
     assert [u[1] for u in updates] == sorted(u[1] for u in updates)
     assert ui.calls[-1][0] == "finish"
+
+
+def test_git_s_lines_are_kept_as_it_printed_them_without_its_progress() -> None:
+    # a switch without -q (gitwriter.switch(said=True)): stdout's lines, then stderr's,
+    # blank lines kept; progress updates end in "\r" and the last in ", done."
+    err = (
+        b"Updating files:   0% (0/5)\rUpdating files: 100% (5/5)\r"
+        b"Updating files: 100% (5/5), done.\n"
+        b"Note: switching to 'v1'.\n\nYou are in 'detached HEAD' state.\n"
+        b"Updating files:  40% (2/5)\rwarning: over the bar\n"
+        b"HEAD is now at 1234567 fix: 50% (1/2)\n"
+    )
+    assert gitwriter._said(b"M\ta\nD\tb\n", err) == (
+        ("out", "M\ta"),
+        ("out", "D\tb"),
+        ("err", "Note: switching to 'v1'."),
+        ("err", ""),
+        ("err", "You are in 'detached HEAD' state."),
+        ("err", "warning: over the bar"),
+        ("err", "HEAD is now at 1234567 fix: 50% (1/2)"),
+    )
+    assert gitwriter._said(b"", b"") == ()

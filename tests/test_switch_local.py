@@ -174,6 +174,33 @@ def test_local_changes_carried_over_are_listed_as_git_lists_them(
         assert run_cli("checkout", "-C", str(ours), *args).stdout.count("\t") == 0
 
 
+@pytest.mark.parametrize("writer", ["git", "pcheckout"])
+def test_the_carried_changes_and_head_lines_by_either_writer_are_git_s(
+    tmp_path: Path, repo: Path, writer: str
+) -> None:
+    # git's writer runs git's checkout without -q: git lists what it carried itself, from
+    # the entries it has just looked at, and pcheckout asks no second git process for it
+    # (a diff-index lstats every entry again: 0.46 s at 250k). The engine asks one.
+    ours, theirs = _pair(tmp_path, repo)
+    for w in (ours, theirs):
+        git(w, "checkout", "-q", "-b", "topic")
+        write_tree_files(w, {b"a": b"mine\n", b"staged": b"new\n"})
+        git(w, "add", "staged")
+        git(w, "branch", "-q", "-f", "other", "v2")
+    said = subprocess.run(
+        ["git", "-C", str(theirs), "checkout", "other"], capture_output=True, check=True
+    )
+    trace = tmp_path / "trace"
+    env = {"PCHECKOUT_WRITER": writer, "GIT_TRACE": str(trace)}
+    proc = run_cli("checkout", "-C", str(ours), "other", env=env)
+    assert proc.returncode == 0, proc.stderr
+    summary, _, rest = proc.stdout.partition("\n")
+    assert summary.startswith("switched ")
+    assert (rest, proc.stderr) == (said.stdout.decode(), said.stderr.decode())
+    assert "M\ta" in rest.splitlines() and "Switched to branch 'other'" in proc.stderr
+    assert ("diff-index" in trace.read_text()) == (writer == "pcheckout")
+
+
 def test_a_clean_filter_that_fails_leaves_the_switch_done(tmp_path: Path) -> None:
     # listing what the switch carried runs the clean filter the switch brought in where
     # git's checkout, its entries found fresh before, does not: the list is left out, the

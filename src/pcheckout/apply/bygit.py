@@ -85,6 +85,7 @@ def _switch(job: Job, lock: IndexLock) -> Written:
                     workers=plan.workers.workers,
                     threshold=PARALLEL_THRESHOLD,
                     progress=report,
+                    said=plan.head_lines,
                 )
             except GitError as exc:
                 # git wrote the work tree and its index, then failed to move HEAD (its
@@ -105,10 +106,11 @@ def _switch(job: Job, lock: IndexLock) -> Written:
         raise Interrupted(2, "git's checkout stopped; run the same command again") from None
     finally:
         report.finish()
-    gitwriter.relay(ctx.ui, done)
+    if done.said is None:  # (else git's lines, its warnings among them, go in the Result)
+        gitwriter.relay(ctx.ui, done)
     changes = plan.changes
     _lfs_hooks(ctx, lambda: _switch_filters_lfs(ctx, changes.written))
-    return Written(written, nbytes, planned=written, deleted=deleted)
+    return Written(written, nbytes, planned=written, deleted=deleted, said=done.said)
 
 
 def _lfs_hooks(ctx: Context, filtered: Callable[[], bool]) -> None:

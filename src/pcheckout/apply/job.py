@@ -40,3 +40,4 @@ class Written(NamedTuple):
     planned: int | None = None  # the entries to write, where only the writer knew them
     deleted: int | None = None  # likewise, the paths removed
     failed: tuple[str, ...] = ()  # git's messages for submodules that could not be moved
+    said: tuple[tuple[str, str], ...] | None = None  # git's HEAD lines (Result.said)

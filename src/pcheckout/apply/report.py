@@ -56,4 +56,6 @@ def finish(result: Result, written: Written, seconds: float, head: HeadOutcome |
     if written.conversion is not None:
         result.add_conversion(written.conversion)
     result.head = head
+    if written.said is not None:
+        result.said = list(written.said)
     return result

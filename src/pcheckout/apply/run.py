@@ -75,8 +75,9 @@ def apply(
     finish(result, written, time.monotonic() - t0, head)
     if head is not None:
         ctx.ui.moved(result)
-        # git's own checkout cleared it, quietly: its warnings said for it
-        cleared = picks
+        # git's own checkout cleared it, quietly: its warnings said for it (unless git,
+        # not quiet, said them itself among its lines: ``written.said``)
+        cleared = picks if written.said is None else []
         if plan.kind != "git-switch":
             cleared = branchstate.clear(ctx.git, ctx.repo.git_dir)
         for line in cleared:

@@ -93,6 +93,7 @@ def _checkout(args: argparse.Namespace, ui: ConsoleReporter) -> int:
         writer=args.writer,
         hooks=not args.no_hooks,
         counts=not args.quiet or args.json,  # (-q prints no counts)
+        head_lines=not (args.quiet or args.json),  # (git's writer: git's lines, below)
     )
     reported: list[Result] = []
 
@@ -126,6 +127,10 @@ def _say_head(directory: Path, result: Result, *, carried: bool) -> None:
 
     move = result.head
     if move is None:
+        return
+    if result.said is not None:  # a switch by git's writer, which printed them itself
+        for stream, line in result.said:
+            print(line, file=sys.stdout if stream == "out" else sys.stderr, flush=True)
         return
     git = Git(directory, version=(*MIN_GIT, 0))  # plain log and for-each-ref: no feature test
     old = move.previous_commit

@@ -45,6 +45,7 @@ def decide(run: Run, fs: FsInfo) -> Plan:
         changes=changes,
         hooks=after_checkout(run),
         counts_read=run.opts.counts,
+        head_lines=run.opts.head_lines,
     )
 
 

@@ -123,6 +123,8 @@ class Plan(NamedTuple):
     clone: bool = False
     #: git's writer: what it wrote read back from its index (CheckoutOptions.counts)
     counts_read: bool = True
+    #: a switch by git's writer: git says where HEAD went (CheckoutOptions.head_lines)
+    head_lines: bool = False
 
     @property
     def mode(self) -> Literal["checkout", "resume", "switch", "export"]:

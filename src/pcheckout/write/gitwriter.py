@@ -43,10 +43,11 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import IO, NamedTuple
 
 from pcheckout.context import Context, Reporter
 from pcheckout.errors import (
@@ -94,6 +95,9 @@ class GitWrite(NamedTuple):
     command: str  # "read-tree" or "checkout"
     bytes: int = -1  # bytes written, where counted (from the index git wrote); -1: unknown
     messages: tuple[str, ...] = ()  # git's lines besides its progress, as it printed them
+    #: a switch run without -q (``switch(said=True)``): every line git printed besides its
+    #: progress, ("out", line) then ("err", line), blank ones too; None: git ran quiet
+    said: tuple[tuple[str, str], ...] | None = None
 
 
 class Reporting:
@@ -154,9 +158,12 @@ def switch(
     workers: int,
     threshold: int,
     progress: Progress | None = None,
+    said: bool = False,
 ) -> GitWrite:
     """``git checkout REV``: git's two-way merge moves the working tree, the index and HEAD,
-    or refuses (:class:`GitRefusedError`, git's message) and changes nothing."""
+    or refuses (:class:`GitRefusedError`, git's message) and changes nothing.  ``said``:
+    without ``-q``, git's lines for where HEAD went and the local changes it carried are
+    kept in ``GitWrite.said`` (not relayed: the caller prints them in their place)."""
     if not rev or rev.startswith("-"):
         # git checkout has no --end-of-options (2.39): such a name would be read as an option.
         raise GitError(f"git's writer cannot be given the revision {rev!r}; use --writer pcheckout")
@@ -167,12 +174,12 @@ def switch(
         "-c",
         "core.warnAmbiguousRefs=false",
         "checkout",
-        "-q",
+        *([] if said else ["-q"]),
         "--progress" if progress is not None else "--no-progress",
         rev,
         "--",
     ]
-    return _run(git, args, workers, "checkout", progress)
+    return _run(git, args, workers, "checkout", progress, said=said)
 
 
 def export_tree(
@@ -228,7 +235,13 @@ def submodule_tree(
 
 
 def _run(
-    git: Git, args: list[str], workers: int, command: str, progress: Progress | None
+    git: Git,
+    args: list[str],
+    workers: int,
+    command: str,
+    progress: Progress | None,
+    *,
+    said: bool = False,
 ) -> GitWrite:
     full_env = dict(git.env if git.env is not None else os.environ)
     if progress is not None:
@@ -238,13 +251,16 @@ def _run(
         proc = git.popen(
             args,
             stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE if said else subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             env=full_env,
         )
     except OSError as exc:
         raise GitError(f"cannot run git: {exc}", cmd=git.argv(args)) from None
     assert proc.stderr is not None
+    out: list[bytes] = []  # (said: git's stdout, read beside its stderr: either may fill)
+    reader = _read_all(proc.stdout, out) if said else None
+    raw: list[bytes] = []  # (said: stderr as git wrote it)
     messages: list[bytes] = []
     updated = -1
     pending = b""
@@ -253,6 +269,8 @@ def _run(
             chunk = os.read(proc.stderr.fileno(), 1 << 16)
             if not chunk:
                 break
+            if said:
+                raw.append(chunk)
             pending += chunk
             *parts, pending = re.split(rb"[\r\n]", pending)
             for part in parts:
@@ -268,12 +286,57 @@ def _run(
         raise
     finally:
         proc.stderr.close()
+        if reader is not None:
+            reader.join()
     if code < 0:
         raise Interrupted(-code, "run the same command again to finish")
     if code != 0:
         raise _error(command, code, messages, git.argv(args))
-    said = tuple(decode(m) for m in messages)
-    return GitWrite(updated, time.monotonic() - t0, workers, command, messages=said)
+    lines = None if not said else _said(b"".join(out), b"".join(raw))
+    return GitWrite(
+        updated,
+        time.monotonic() - t0,
+        workers,
+        command,
+        messages=tuple(decode(m) for m in messages),
+        said=lines,
+    )
+
+
+def _read_all(stream: IO[bytes] | None, into: list[bytes]) -> threading.Thread:
+    """A thread that reads ``stream`` to its end into ``into`` and closes it."""
+    assert stream is not None
+
+    def read() -> None:
+        with stream:
+            into.append(stream.read())
+
+    thread = threading.Thread(target=read, name="pcheckout-git-stdout", daemon=True)
+    thread.start()
+    return thread
+
+
+def _said(out: bytes, err: bytes) -> tuple[tuple[str, str], ...]:
+    """git's lines, stdout's then stderr's, as it printed them, blank ones too; its
+    progress left out: the updates end in "\\r", so a line holding one is progress but for
+    what follows its last update (a message git printed over the bar)."""
+    lines = [("out", decode(line)) for line in _split(out)]
+    for line in _split(err):
+        if b"\r" in line:
+            kept = [p for p in line.split(b"\r") if p and not _PROGRESS.search(p)]
+            if not kept:
+                continue
+            line = b"".join(kept)
+        lines.append(("err", decode(line)))
+    return tuple(lines)
+
+
+def _split(data: bytes) -> list[bytes]:
+    """``data``'s lines, without the empty one after its last newline."""
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return lines
 
 
 def _line(part: bytes, messages: list[bytes], progress: Progress | None, updated: int) -> int:
