@@ -324,8 +324,8 @@ def test_gits_progress_reaches_the_reporter(tmp_path: Path) -> None:
 
 
 def test_git_s_lines_are_kept_as_it_printed_them_without_its_progress() -> None:
-    # a switch without -q (gitwriter.switch(said=True)): stdout's lines, then stderr's,
-    # blank lines kept; progress updates end in "\r" and the last in ", done."
+    # a switch without -q (gitwriter.switch(said=True)), in git's order across its two
+    # streams, blank lines kept; progress updates end in "\r" and the last in ", done."
     err = (
         b"Updating files:   0% (0/5)\rUpdating files: 100% (5/5)\r"
         b"Updating files: 100% (5/5), done.\n"
@@ -333,13 +333,16 @@ def test_git_s_lines_are_kept_as_it_printed_them_without_its_progress() -> None:
         b"Updating files:  40% (2/5)\rwarning: over the bar\n"
         b"HEAD is now at 1234567 fix: 50% (1/2)\n"
     )
-    assert gitwriter._said(b"M\ta\nD\tb\n", err) == (
-        ("out", "M\ta"),
+    tracking = b"Your branch is ahead of 'origin/main' by 1 commit.\n  (use ...)\n"
+    assert gitwriter._said(b"M\ta\nD\tb\n" + tracking, err) == (
+        ("out", "M\ta"),  # (git's order: the carried changes, stderr, then tracking)
         ("out", "D\tb"),
         ("err", "Note: switching to 'v1'."),
         ("err", ""),
         ("err", "You are in 'detached HEAD' state."),
         ("err", "warning: over the bar"),
         ("err", "HEAD is now at 1234567 fix: 50% (1/2)"),
+        ("out", "Your branch is ahead of 'origin/main' by 1 commit."),
+        ("out", "  (use ...)"),
     )
     assert gitwriter._said(b"", b"") == ()

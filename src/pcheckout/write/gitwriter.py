@@ -67,6 +67,8 @@ Progress = Callable[[int, int], None]
 
 #: git's progress line, in any language: "<title>:  45% (2281/5069)" (progress.c:display()).
 _PROGRESS = re.compile(rb"(\d+)% \((\d+)/(\d+)\)")
+#: A line of ``diff --name-status`` (git's checkout lists the local changes it carried so).
+_NAME_STATUS = re.compile(rb"[A-Z][0-9]*\t")
 #: git's progress line without a total: "<title>: 0, done." (progress.c:display(): a
 #: sparse checkout's "Updating index flags" under read-tree -v); not one of git's messages.
 _COUNT = re.compile(rb": +\d+(, [^,]+\.)?$")
@@ -317,10 +319,17 @@ def _read_all(stream: IO[bytes] | None, into: list[bytes]) -> threading.Thread:
 
 
 def _said(out: bytes, err: bytes) -> tuple[tuple[str, str], ...]:
-    """git's lines, stdout's then stderr's, as it printed them, blank ones too; its
-    progress left out: the updates end in "\\r", so a line holding one is progress but for
-    what follows its last update (a message git printed over the bar)."""
-    lines = [("out", decode(line)) for line in _split(out)]
+    """git's lines in the order git's checkout prints them (builtin/checkout.c): the local
+    changes it carried on stdout (show_local_changes: "M\\tpath"), its stderr (where HEAD
+    went, advice, warnings), then the rest of its stdout (report_tracking: "Your branch
+    is ..."), each stream's own order kept and blank lines too.  Its progress is left out:
+    the updates end in "\\r", so a line holding one is progress but for what follows its
+    last update (a message git printed over the bar)."""
+    stdout = _split(out)
+    local = 0
+    while local < len(stdout) and _NAME_STATUS.match(stdout[local]):
+        local += 1
+    lines = [("out", decode(line)) for line in stdout[:local]]
     for line in _split(err):
         if b"\r" in line:
             kept = [p for p in line.split(b"\r") if p and not _PROGRESS.search(p)]
@@ -328,6 +337,7 @@ def _said(out: bytes, err: bytes) -> tuple[tuple[str, str], ...]:
                 continue
             line = b"".join(kept)
         lines.append(("err", decode(line)))
+    lines += [("out", decode(line)) for line in stdout[local:]]
     return tuple(lines)
 
 
