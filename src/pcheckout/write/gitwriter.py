@@ -98,7 +98,7 @@ class GitWrite(NamedTuple):
     bytes: int = -1  # bytes written, where counted (from the index git wrote); -1: unknown
     messages: tuple[str, ...] = ()  # git's lines besides its progress, as it printed them
     #: a switch run without -q (``switch(said=True)``): every line git printed besides its
-    #: progress, ("out", line) then ("err", line), blank ones too; None: git ran quiet
+    #: progress, as (stream, line) in git's order (:func:`_said`); None: git ran quiet
     said: tuple[tuple[str, str], ...] | None = None
 
 
