@@ -20,7 +20,7 @@ from pcheckout.context import Context
 from pcheckout.decide.plan import Plan
 from pcheckout.errors import GitError, GitRefusedError, Interrupted
 from pcheckout.git import attributes
-from pcheckout.git.config import config_bool
+from pcheckout.git.config import config_bool, runs_git_lfs
 from pcheckout.git.convert import LFS_REASON
 from pcheckout.git.indexsize import written_bytes
 from pcheckout.git.lock import IndexLock, scratch_index
@@ -118,11 +118,11 @@ def _lfs_hooks(ctx: Context, filtered: Callable[[], bool]) -> None:
     has filter=lfs) and one is missing: git-lfs's filter installs them each time it
     starts, but under git's writer it read the ``core.hooksPath=/dev/null`` that keeps
     git's own hooks off, and installed nothing."""
-    if ctx.config.get("filter.lfs.process") is None and not ctx.config.get("filter.lfs.smudge"):
-        return  # no filter for lfs at all (lfs.runs_git_lfs): its module need not be imported
-    from pcheckout.git import lfs  # (only here: lfs imports its staging's; ~2 ms)
+    if not runs_git_lfs(ctx.config):
+        return
+    from pcheckout.git import lfs  # (only here, where git-lfs runs: ~2 ms to import)
 
-    if not lfs.runs_git_lfs(ctx.config) or not lfs.hooks_missing(ctx.repo, ctx.config):
+    if not lfs.hooks_missing(ctx.repo, ctx.config):
         return
     if filtered():
         lfs.install_hooks(ctx.git, ctx.repo, ctx.config)

@@ -94,3 +94,11 @@ def autocrlf(config: Mapping[str, str]) -> str:
     if value.lower() == "input":
         return "input"
     return "true" if parse_bool("core.autocrlf", value) else "false"
+
+
+def runs_git_lfs(config: Mapping[str, str]) -> bool:
+    """Whether git's filter for ``lfs`` is git-lfs, however it is called (its ``process``
+    when set, else its ``smudge``): git-lfs installs its hooks when git starts it."""
+    process = config.get("filter.lfs.process")
+    command = process if process is not None else config.get("filter.lfs.smudge") or ""
+    return re.search(r"\bgit[- ]lfs\b", command) is not None

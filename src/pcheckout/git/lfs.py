@@ -579,11 +579,3 @@ class HookInstall:
         if self._proc is not None and self._proc.poll() is None:
             self._proc.kill()
             self._proc.wait()
-
-
-def runs_git_lfs(config: Mapping[str, str]) -> bool:
-    """Whether git's filter for ``lfs`` is git-lfs, however it is called (its ``process``
-    when set, else its ``smudge``): git-lfs installs its hooks when git starts it."""
-    process = config.get("filter.lfs.process")
-    command = process if process is not None else config.get("filter.lfs.smudge") or ""
-    return re.search(r"\bgit[- ]lfs\b", command) is not None
