@@ -43,6 +43,20 @@ def test_help_is_complete(name: str) -> None:
     assert "\nexit status:\n  0 " in text and "\n  2 " in text
 
 
+@pytest.mark.parametrize("columns", ["50", "133", "", "wide", "-3", None])
+def test_help_is_as_wide_as_argparse_makes_it(
+    monkeypatch: pytest.MonkeyPatch, columns: str | None
+) -> None:
+    """The formatter finds the width itself (argparse's would import shutil for it)."""
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    ours, theirs = grammar.Formatter("prog"), argparse.HelpFormatter("prog")
+    assert ours._width == theirs._width
+    assert grammar.Formatter("prog", width=40)._width == 40
+
+
 def test_manual_pages_are_current() -> None:
     """The committed pages are what the parsers make now (scripts/gen_man.py writes them)."""
     made = manpage.pages()

@@ -27,10 +27,20 @@ from pcheckout.plan.policy import WorkerPlan
 NOT_ON_THE_WAY = (
     "dataclasses",
     "inspect",
+    "shutil",
     "tempfile",
     "pcheckout.git.lfs",
     "pcheckout.write.engine",
 )
+
+#: What ``git lfs install`` writes into the global config (git-lfs 3.x): a checkout then
+#: looks for git-lfs's hooks (``git/lfshooks.py``), not at the rest of git-lfs.
+LFS_INSTALLED = """[filter "lfs"]
+\tclean = git-lfs clean -- %f
+\tsmudge = git-lfs smudge -- %f
+\tprocess = git-lfs filter-process
+\trequired = true
+"""
 
 _RUN = """
 import json, sys
@@ -41,12 +51,15 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 
 
-def _run_in_a_bare_interpreter(tmp_path: Path, *argv: str) -> set[str]:
+def _run_in_a_bare_interpreter(tmp_path: Path, *argv: str, lfs: bool = False) -> set[str]:
     """The modules a run of ``pcheckout ARGV`` imported, in an interpreter without site
-    (``-S``: no site hook imports anything first), git's config isolated."""
+    (``-S``: no site hook imports anything first), git's config isolated (``lfs``: a global
+    config as ``git lfs install`` leaves it)."""
+    config = tmp_path / "gitconfig"
+    config.write_text(LFS_INSTALLED if lfs else "")
     env = {
         **os.environ,
-        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_GLOBAL": str(config),
         "GIT_CONFIG_NOSYSTEM": "1",
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
     }
@@ -63,8 +76,9 @@ def _run_in_a_bare_interpreter(tmp_path: Path, *argv: str) -> set[str]:
     return set(out["modules"])
 
 
+@pytest.mark.parametrize("lfs", [False, True], ids=["plain", "git-lfs-installed"])
 def test_a_checkout_and_a_switch_by_git_s_writer_leave_the_rare_modules_unimported(
-    tmp_path: Path,
+    tmp_path: Path, lfs: bool
 ) -> None:
     files = {f"d{i % 7}/f{i}.txt".encode(): b"%d\n" % i for i in range(200)}
     src = make_repo(tmp_path, {**files, b".gitattributes": b"*.txt text\n"})
@@ -77,12 +91,12 @@ def test_a_checkout_and_a_switch_by_git_s_writer_leave_the_rare_modules_unimport
     theirs = clone_with_git(src, tmp_path / "theirs", "v1")
 
     fresh = _run_in_a_bare_interpreter(
-        tmp_path, "checkout", "-q", "--writer", "git", "-C", str(ours), "v1"
+        tmp_path, "checkout", "-q", "--writer", "git", "-C", str(ours), "v1", lfs=lfs
     )
     assert_same_as_git(ours, theirs)
     git(theirs, "checkout", "-q", "main")
     switch = _run_in_a_bare_interpreter(
-        tmp_path, "checkout", "-q", "--writer", "git", "-C", str(ours), "main"
+        tmp_path, "checkout", "-q", "--writer", "git", "-C", str(ours), "main", lfs=lfs
     )
     assert_same_as_git(ours, theirs)
     for run, imported in (("fresh", fresh), ("switch", switch)):
@@ -91,6 +105,7 @@ def test_a_checkout_and_a_switch_by_git_s_writer_leave_the_rare_modules_unimport
             sorted(imported.intersection(NOT_ON_THE_WAY)),
         )
         assert "pcheckout.write.gitwriter" in imported  # (git's writer did run)
+        assert ("pcheckout.git.lfshooks" in imported) == lfs  # (its hooks looked for)
 
 
 def test_each_result_has_its_own_lists() -> None:

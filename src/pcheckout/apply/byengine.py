@@ -21,7 +21,7 @@ from pcheckout.apply import collided, submodules
 from pcheckout.apply.exported import filters_git, substituted
 from pcheckout.apply.job import Job, Written
 from pcheckout.context import Context
-from pcheckout.git import convert, lfs, lfsstage
+from pcheckout.git import convert, lfs, lfshooks, lfsstage
 from pcheckout.git.promisor import Fetched
 from pcheckout.git.promisor import fetch as fetch_blobs
 from pcheckout.write import partial
@@ -115,13 +115,13 @@ def _fresh(job: Job) -> Written:
 
 def _start_lfs_hooks(
     ctx: Context, conversion: convert.ConversionPlan, fetch: lfs.Fetch | None
-) -> lfs.HookInstall | None:
+) -> lfshooks.HookInstall | None:
     """:func:`_lfs_hooks` for a fresh checkout, started beside its writes: where LFS files
     will be written without git-lfs (from the local store, there already or ``fetch``ed)."""
     lfs_plan = conversion.lfs
     if lfs_plan is None or not (lfs_plan.local or lfs_plan.plain or fetch is not None):
         return None
-    return lfs.HookInstall(ctx.git, ctx.repo, ctx.config)
+    return lfshooks.HookInstall(ctx.git, ctx.repo, ctx.config)
 
 
 def _lfs_hooks(ctx: Context, conversion: convert.ConversionPlan) -> None:

@@ -120,12 +120,12 @@ def _lfs_hooks(ctx: Context, filtered: Callable[[], bool]) -> None:
     git's own hooks off, and installed nothing."""
     if not runs_git_lfs(ctx.config):
         return
-    from pcheckout.git import lfs  # (only here, where git-lfs runs: ~2 ms to import)
+    from pcheckout.git import lfshooks  # (only where git-lfs is configured)
 
-    if not lfs.hooks_missing(ctx.repo, ctx.config):
+    if not lfshooks.hooks_missing(ctx.repo, ctx.config):
         return
     if filtered():
-        lfs.install_hooks(ctx.git, ctx.repo, ctx.config)
+        lfshooks.install_hooks(ctx.git, ctx.repo, ctx.config)
 
 
 def _tree_filters_lfs(ctx: Context, plan: Plan, fresh: bool) -> bool:

@@ -10,6 +10,7 @@ completion scripts are generated from the same parsers, so neither can drift fro
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, NoReturn
 
@@ -231,6 +232,14 @@ class Formatter(argparse.HelpFormatter):
     """Paragraphs filled one by one; indented lines (examples) kept as they are; an option's
     value named once, as git's help does (``-j, --workers N|auto``)."""
 
+    def __init__(self, prog: str, *args: Any, **kwargs: Any) -> None:
+        # argparse makes a formatter for every add_argument(), and HelpFormatter's own
+        # width imports shutil (with zlib, bz2, lzma: ~4 ms of a start in a plain venv)
+        # for its get_terminal_size(), whose answer terminal_columns() gives.
+        if not args and kwargs.get("width") is None:
+            kwargs["width"] = terminal_columns() - 2  # (HelpFormatter's margin)
+        super().__init__(prog, *args, **kwargs)
+
     def _format_action_invocation(self, action: argparse.Action) -> str:
         if not action.option_strings or action.nargs == 0:
             return super()._format_action_invocation(action)
@@ -250,6 +259,23 @@ class Formatter(argparse.HelpFormatter):
                     textwrap.fill(para, width, initial_indent=indent, subsequent_indent=indent)
                 )
         return "\n\n".join(out)
+
+
+def terminal_columns(fallback: int = 80) -> int:
+    """``shutil.get_terminal_size().columns``: ``$COLUMNS`` where it is a positive number,
+    else the width of the terminal on standard output, else ``fallback``."""
+    import os
+
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns if columns > 0 else fallback
 
 
 def epilog(cmd: Command) -> str:
