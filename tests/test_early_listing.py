@@ -157,18 +157,19 @@ def test_a_switch_and_a_dry_run_list_nothing_early(tmp_path: Path) -> None:
         assert not any(" -t " in line for line in _ls_tree_lines(proc.stderr)), proc.stderr
 
 
-def test_a_switch_by_git_lists_what_its_checks_need_in_round_one(tmp_path: Path) -> None:
-    # The target's listing (-t: its tree id checked) beside round 1, the diff-tree as soon
-    # as REV is resolved: no round of processes of their own before git's writer.
+def test_a_switch_by_git_asks_what_its_checks_need_in_round_one(tmp_path: Path) -> None:
+    # The diff-tree (-t: the changed subtrees too) beside round 1, as soon as REV is
+    # resolved; the target is not listed whole: one cat-file of the trees that changed.
     src = _two_commits(tmp_path)
     ours = clone_with_git(src, tmp_path / "ours", rev="HEAD~1")
     theirs = clone_with_git(src, tmp_path / "theirs")
     proc = run_cli("checkout", "-C", str(ours), "--writer", "git", "main", "--debug")
     assert proc.returncode == 0, proc.stderr
-    lines = _ls_tree_lines(proc.stderr)
-    assert len(lines) == 1 and " -t " in lines[0], lines
+    assert _ls_tree_lines(proc.stderr) == [], proc.stderr
     diffs = [line for line in proc.stderr.splitlines() if " diff-tree " in line]
-    assert len(diffs) == 1, proc.stderr
+    assert len(diffs) == 1 and " -t " in diffs[0], proc.stderr
+    trees = [line for line in proc.stderr.splitlines() if line.endswith(" cat-file --batch")]
+    assert len(trees) == 1, proc.stderr
     assert_same_as_git(ours, theirs)
 
 

@@ -21,7 +21,7 @@ from pcheckout.git.indexformat import (
 )
 from pcheckout.git.indexsize import worktree_bytes, written_bytes
 from pcheckout.git.runner import Git
-from pcheckout.git.tree import TreeChanges, list_paths, list_tree, tree_changes
+from pcheckout.git.tree import TreeChanges, list_tree, read_trees, tree_changes
 
 FILES: dict[bytes, bytes | tuple[str, bytes]] = {
     **{b"d%d/f%03d.txt" % (i % 5, i): b"line %d\n" % i * (i % 7 + 1) for i in range(150)},
@@ -167,9 +167,31 @@ def test_tree_changes_lists_writes_and_deletions(tmp_path: Path) -> None:
     assert tree_changes(Git(src), tree["v2"], tree["v2"]) == TreeChanges([], [], [])
 
 
-def test_list_paths_is_list_tree_without_the_rest(tmp_path: Path) -> None:
+def _subtrees(repo: Path, rev: str) -> set[tuple[bytes, str]]:
+    """(path, id) of every subtree of ``rev``'s tree."""
+    out = git(repo, "ls-tree", "-r", "-t", "-z", rev)
+    return {
+        (path, meta.split(b" ")[2].decode())
+        for meta, path in (rec.split(b"\t", 1) for rec in out.split(b"\0") if rec)
+        if meta.split(b" ")[1] == b"tree"
+    }
+
+
+def test_tree_changes_names_the_subtrees_that_changed(tmp_path: Path) -> None:
     src = _two_versions(tmp_path)
-    assert list_paths(Git(src), "v2") == [e.path for e in list_tree(Git(src), "v2")]
+    git(src, "rm", "-rq", "--cached", "d2")
+    git(src, "commit", "-qm", "three: d2 removed")
+    changes = tree_changes(Git(src), "v1", "HEAD")
+    changed = _subtrees(src, "HEAD") - _subtrees(src, "v1")
+    assert sorted(changes.trees) == sorted(oid for _, oid in changed)
+    assert {p for p, _ in changed} >= {b"new", b"d1", b"crlf"}
+    assert not any(p.startswith(b"d2/") for p in changes.written)  # (removed, not written)
+    assert b"d2/f002.txt" in changes.deleted and b"d2" not in changes.deleted
+    # read_trees: each object as git stores it
+    root = git(src, "rev-parse", "HEAD^{tree}").decode().strip()
+    ids = [root, *changes.trees]
+    raw = read_trees(Git(src), ids)
+    assert raw == [git(src, "cat-file", "tree", oid) for oid in ids]
 
 
 # --- the index walk -------------------------------------------------------------------------------

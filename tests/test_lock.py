@@ -283,3 +283,33 @@ def test_a_kill_at_any_step_of_the_lock_leaves_one_the_rerun_takes_over(
     # (a kill between the link and the unlink of the lock's first name left that
     # name: the takeover removed it)
     assert [p.name for p in (repo / ".git").iterdir() if p.name.startswith("index")] == ["index"]
+
+
+@pytest.mark.parametrize("sendfile", ["kernel", "refused", "cut short"])
+def test_the_scratch_index_is_a_byte_copy_with_the_index_s_mtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sendfile: str
+) -> None:
+    index = tmp_path / "index"
+    data = os.urandom(3 * lock_mod.COPY_CHUNK + 12345)
+    index.write_bytes(data)
+    os.utime(index, ns=(1_000_000_000, 2_000_000_123))
+    real = os.sendfile
+    if sendfile == "refused":
+        monkeypatch.setattr(os, "sendfile", lambda *a: (_ for _ in ()).throw(OSError(22, "no")))
+    elif sendfile == "cut short":  # (a million bytes, then refused: the rest read and written)
+        calls: list[int] = []
+
+        def once(out: int, src: int, offset: int, count: int) -> int:
+            calls.append(offset)
+            if len(calls) > 1:
+                raise OSError(22, "no")
+            return real(out, src, offset, 1_000_000)
+
+        monkeypatch.setattr(os, "sendfile", once)
+    lock = IndexLock.acquire(os.fsencode(index))
+    try:
+        with lock_mod.scratch_index(lock, copy=True) as scratch:
+            assert Path(os.fsdecode(scratch.path)).read_bytes() == data
+            assert os.stat(scratch.path).st_mtime_ns == 2_000_000_123
+    finally:
+        lock.rollback()

@@ -16,9 +16,10 @@ from pcheckout.git.pathsafety import (
     check_tree,
     listing_looks_safe,
     protections_from_config,
+    tree_objects_look_safe,
 )
 from pcheckout.git.runner import MIN_GIT, Git
-from pcheckout.git.tree import Entry, RootedListing, list_rooted
+from pcheckout.git.tree import Entry, RootedListing, list_rooted, read_trees
 
 FILE = 0o100644
 EXEC = 0o100755
@@ -689,6 +690,48 @@ def test_the_listing_check_passes_odd_but_legal_trees(tmp_path: Path) -> None:
     assert listing.tree_id("sha1") == tree.decode()
     assert listing.has_file(b"x") and not listing.has_file(b"dir")
     check_tree([(e.path, e.mode) for e in listing])
+
+
+def _objects(repo: Path, tree: bytes) -> list[bytes]:
+    """``tree`` and every subtree of it, as git stores them."""
+    out = _git(repo, "ls-tree", "-r", "-t", "-z", tree.decode())
+    subtrees = [r.split(b"\t")[0].split(b" ")[2] for r in out.split(b"\0") if b" tree " in r]
+    return read_trees(Git(repo, version=(*MIN_GIT, 0)), [t.decode() for t in [tree, *subtrees]])
+
+
+def test_the_changed_trees_check_finds_a_name_twice_or_a_name_with_a_slash(
+    tmp_path: Path,
+) -> None:
+    # (a switch by git's writer reads the trees it changes; the names' own rules are the
+    # written paths' check: entries_look_safe)
+    repo = _own_repo(tmp_path)
+    link, one, two = _blob(repo, b"/tmp"), _blob(repo, b"1"), _blob(repo, b"2")
+    inner = _tree(repo, [(b"100755", b"evil", _blob(repo))])
+    hostile = [
+        [(b"120000", b"link", link), (b"40000", b"link", inner)],
+        [(b"40000", b"link", inner), (b"120000", b"link", link)],
+        [(b"100644", b"a", one), (b"100644", b"a", two)],
+        [(b"100644", b"../../escape", one)],
+        [(b"100644", b"/etc/passwd", one)],
+    ]
+    for records in hostile:
+        tree = _tree(repo, records)
+        assert not tree_objects_look_safe(_objects(repo, tree), 20), records
+        nested = _tree(repo, [(b"40000", b"d", tree), (b"100644", b"x", one)])
+        assert not tree_objects_look_safe(_objects(repo, nested), 20), records
+    names = [b"line\nbreak", b"tab\tname", b"latin1-\xe9\xff", b".gitfoo", b"a..b", b"..."]
+    sub = _tree(repo, [(b"100644", n, _blob(repo, n)) for n in sorted(names)])
+    top = [(b"40000", b"dir", sub), (b"120000", b"link", _blob(repo, b"dir"))]
+    legal = _tree(repo, [*top, (b"160000", b"sub", b"1" * 40), (b"100644", b"x", one)])
+    raw = _objects(repo, legal)
+    assert tree_objects_look_safe(raw, 20) and tree_objects_look_safe([b""], 20)
+    # every byte accounted for: a record cut short, or bytes after the last, look closer
+    assert not tree_objects_look_safe([raw[0][:-1]], 20)
+    assert not tree_objects_look_safe([raw[0] + b"x"], 20)
+    # ids of 32 bytes (sha256), whatever bytes they hold
+    record = b"100644 f\0" + bytes(range(32))
+    assert tree_objects_look_safe([record + record.replace(b" f", b" g")], 32)
+    assert not tree_objects_look_safe([record + record], 32)
 
 
 def _listing_ids(repo: Path, tree: bytes) -> list[tuple[bytes, int, str]]:

@@ -318,11 +318,10 @@ def _early(git: Git, opts: CheckoutOptions, ahead: Ahead) -> _Early | None:
     (each git process is tens of round trips on a network mount before it answers:
     ``ls-tree -r`` took 57-71 ms on the 1 ms latency mount) where the destination looks
     like a fresh checkout or a resume: ``.git`` alone, or beside an interrupted run's
-    journal; and where it looks like a switch by git's writer (``_switch_like``), whose
-    checks need the target's names.  None where not tried or the listing failed (the
-    same error then comes from the ordinary path)."""
-    looks = _looks(opts)
-    if not (looks.fresh or (looks.switch and ahead.local())):
+    journal (a switch's checks read what changes, not the target whole:
+    ``decide/gitswitch.py``).  None where not tried or the listing failed (the same error
+    then comes from the ordinary path)."""
+    if not _looks(opts).fresh:
         return None
     git_dir = os.path.join(opts.directory, ".git")
     try:

@@ -2,23 +2,22 @@
 ``--force``): git's two-way merge, its local-change and untracked-file protection, its
 messages and its HEAD and reflog.
 
-What git will write and delete is the two trees' ``diff-tree``, listed beside the
-target's paths before git runs (in round 1 where the destination looked like this
-switch, ``session.py``): the written paths are checked one by one and the whole
-tree's names for collisions (``git/pathsafety.py``), and the worker count is planned
-from what changes.  A tree of 40k entries is then not parsed entry by entry (~60 ms).
+What git will write and delete is the two trees' ``diff-tree`` (in round 1 where the
+destination looked like this switch, ``session.py``): the written paths are checked one
+by one, and the names of the subtrees it changed (with the root) for a name twice
+(``git/pathsafety.py``); the worker count is planned from what changes.  Neither tree is
+listed whole: the check costs what changes, not the tree.
 """
 
 from __future__ import annotations
 
-from pcheckout.context import both
 from pcheckout.decide.hooks import after_checkout
 from pcheckout.decide.plan import Counts, HeadMove, Plan
 from pcheckout.decide.workers import switch_workers
 from pcheckout.fs.detect import FsInfo
-from pcheckout.git.pathsafety import check_entries, entries_look_safe, tree_names_look_safe
+from pcheckout.git.pathsafety import check_entries, entries_look_safe, tree_objects_look_safe
 from pcheckout.git.refs import symbolic_head
-from pcheckout.git.tree import TreeChanges, list_paths, list_tree, tree_changes
+from pcheckout.git.tree import TreeChanges, list_tree, read_trees, tree_changes
 from pcheckout.session import Run
 
 __all__ = ["decide"]
@@ -57,15 +56,11 @@ def _changes(run: Run) -> TreeChanges:
         entries = list_tree(git, target.tree)
         check_entries(entries, config)
         return TreeChanges([e.path for e in entries], [e.mode for e in entries], [])
-    listed, early = run.found.listed, run.found.changes
-    if listed is not None and early is not None:  # both asked in round 1 (session.py)
-        paths = listed.paths()  # a name twice, a subtree's record included: look closer
-        names_ok, changes = len(set(paths)) == len(paths), early
-    else:  # the names are checked while diff-tree still runs (it reads both trees)
-        names_ok, changes = both(
-            lambda: tree_names_look_safe(list_paths(git, target.tree)),
-            lambda: tree_changes(git, head_tree, target.tree),
-        )
+    changes = run.found.changes  # (asked in round 1 where it looked like this switch)
+    if changes is None:
+        changes = tree_changes(git, head_tree, target.tree)
+    trees = read_trees(git, [target.tree, *changes.trees])
+    names_ok = tree_objects_look_safe(trees, len(target.tree) // 2)
     writes = list(zip(changes.written, changes.modes, strict=True))
     if not (names_ok and entries_look_safe(writes, config)):
         check_entries(list_tree(git, target.tree), config)  # names the offence

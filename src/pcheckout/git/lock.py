@@ -298,13 +298,22 @@ def scratch_index(lock: IndexLock, *, copy: bool = False) -> Iterator[Scratch]:
 
 def _copy_file(src: bytes, dst: bytes) -> None:
     """``shutil.copyfile`` (the bytes, not the mode) in a few lines: shutil imports zlib, bz2
-    and lzma, ~4 ms of a start in a plain venv, for a copy every fresh checkout makes."""
+    and lzma, ~4 ms of a start in a plain venv, for a copy every checkout by git's writer
+    makes.  In the kernel (``sendfile``) where it can, as shutil does."""
     with open(src, "rb") as fin, open(dst, "wb") as fout:
+        size, done = os.fstat(fin.fileno()).st_size, 0
+        try:
+            while done < size and (sent := os.sendfile(fout.fileno(), fin.fileno(), done, size)):
+                done += sent
+        except OSError:  # (no sendfile between these two files: read and write)
+            pass
+        fin.seek(done)
+        fout.seek(done)
         while chunk := fin.read(COPY_CHUNK):
             fout.write(chunk)
 
 
-#: Bytes read at a time by :func:`_copy_file` (the index of 250,000 entries is ~25 MB).
+#: Bytes read at a time by :func:`_copy_file` where ``sendfile`` cannot copy.
 COPY_CHUNK = 1 << 20
 
 #: Beside the index: the new index, written there and renamed over the index (commit).

@@ -23,6 +23,7 @@ refuses to follow them when it reads those files (2.32+).
 
 from __future__ import annotations
 
+import re
 import stat
 import sys
 from bisect import bisect_right
@@ -41,7 +42,7 @@ __all__ = [
     "entries_look_safe",
     "listing_looks_safe",
     "protections_from_config",
-    "tree_names_look_safe",
+    "tree_objects_look_safe",
 ]
 
 # git config.c / environment.c: core.protectNTFS defaults to true on every
@@ -545,14 +546,30 @@ def check_entries(entries: Iterable[Entry], config: Mapping[str, str]) -> None:
     check_tree(((e.path, e.mode) for e in entries), protect_ntfs=ntfs, protect_hfs=hfs)
 
 
-def tree_names_look_safe(paths: Sequence[bytes]) -> bool:
-    """True if a tree whose non-tree entries are ``paths`` passes :func:`check_tree`'s
-    structural rules: no path listed twice, none below a non-directory (names alone decide
-    those).  With :func:`entries_look_safe` of what a switch writes, this is the check of a
-    switch by git's writer: the entries it does not write are not checked one by one (git's
-    switch leaves them as they are).  False only means "look closer": list the tree with
-    modes and :func:`check_entries` it, which names the first offence."""
-    return _structure_looks_safe(paths)
+def tree_objects_look_safe(trees: Iterable[bytes], id_len: int) -> bool:
+    """True if no tree object of ``trees`` (as git stores them: ``mode SP name NUL id``,
+    the ids ``id_len`` bytes) holds a name twice or a name that is not one component.
+    Given the root and every subtree a switch changes (``TreeChanges.trees``), this is
+    the structural rule of :func:`listing_looks_safe` for what the switch writes: a path
+    written through a non-directory, or listed twice, needs a name twice in one of the
+    trees on its way, and each of those changed.  Read per object, not per path, it costs
+    what changed.  False only means "look closer" (:func:`check_entries` of the tree)."""
+    record = re.compile(rb"([0-7]+) ([^\0/]+)\0.{%d}" % id_len, re.DOTALL)
+    for raw in trees:
+        found = record.findall(raw)
+        if not found:
+            if raw:
+                return False
+            continue
+        modes, names = zip(*found, strict=True)
+        if len(set(names)) != len(names):
+            return False
+        # Records that follow each other and nothing between them: every byte read (a
+        # name "" or with a "/" is no record's, nor one cut short).
+        parsed = len(b"".join(modes)) + len(b"".join(names)) + len(names) * (2 + id_len)
+        if parsed != len(raw):
+            return False
+    return True
 
 
 def listing_looks_safe(listing: RootedListing, config: Mapping[str, str]) -> bool:

@@ -2,9 +2,9 @@
 one place, and their start the moment the command line is read.
 
 A checkout's first questions (git's version, the repository, its config, REV's
-resolution and, where the destination looks like a fresh checkout or a switch by git's
-writer, the target's listing and the switch's changes) depend on nothing but the command
-line.  The CLI starts them (:func:`start`) before it imports the checkout's modules (~40
+resolution, the target's listing where the destination looks like a fresh checkout, and
+the switch's changes where it looks like a switch by git's writer) depend on nothing but
+the command line.  The CLI starts them (:func:`start`) before it imports the checkout's modules (~40
 ms of imports on the dev VM), so git answers while Python imports; ``session.py`` then
 asks the same questions through :class:`~pcheckout.git.runner.Git`, which takes a
 process started here for the very same command line (:func:`taken`) instead of starting
@@ -65,8 +65,9 @@ CONFIG = ("config", "-z", "--list")
 RESOLVE = ("cat-file", "--batch-check=%(objectname) %(objecttype)")
 #: A tree listed with its subtrees' records (``tree.list_rooted``), before the tree-ish.
 LISTING = ("ls-tree", "-r", "-t", "-z", "--full-tree")
-#: What changes between two trees (``tree.tree_changes``), before the two tree-ishes.
-DIFF_TREE = ("diff-tree", "-r", "-z", "--no-renames", "--no-commit-id")
+#: What changes between two trees (``tree.tree_changes``), before the two tree-ishes; the
+#: changed subtrees' own records too (``-t``), whose names a switch's check reads.
+DIFF_TREE = ("diff-tree", "-r", "-t", "-z", "--no-renames", "--no-commit-id")
 #: ... run with an index file that is not there: git 2.39's diff-tree reads the index,
 #: which a diff of two trees never looks at (9 of its 37 ms at 40k entries, trace2); a
 #: missing one reads as empty (read-cache.c do_read_index: ENOENT), and nothing can be
@@ -177,7 +178,7 @@ def start(
     if batchable(rev):
         wanted.append(_Wanted([*base, *RESOLVE], batch_input(target_names(rev))))
         early = looks(directory, rev, dry_run=dry_run, force=force, writer=writer)
-        if early.fresh or early.switch:
+        if early.fresh:
             wanted.append(_Wanted([*base, *LISTING, rev]))
         if early.switch:
             wanted.append(_Wanted([*base, *DIFF_TREE, "HEAD", rev], None, DIFF_TREE_ENV))

@@ -342,17 +342,6 @@ def _parse(
         append(Entry(path, mode, fields[2].decode("ascii"), size))
 
 
-def list_paths(git: Git, tree: str) -> list[bytes]:
-    """Every non-tree path of ``tree``, recursively, in git's order, and nothing else:
-    ``ls-tree --name-only`` output split once (at 40k entries ~5 ms of Python, where
-    :func:`list_tree`'s per-record parse is ~60 ms)."""
-    out = git.out("ls-tree", "-r", "-z", "--full-tree", "--name-only", tree)
-    paths = out.split(b"\0")
-    if paths.pop() != b"":
-        raise GitError(f"unexpected ls-tree output: {out[-80:]!r}")
-    return paths
-
-
 class TreeChanges(NamedTuple):
     """What a switch between two trees writes and removes (``git diff-tree``); gitlinks
     count as the engine counts them (an empty directory made or removed)."""
@@ -360,17 +349,21 @@ class TreeChanges(NamedTuple):
     written: list[bytes]  # paths added, modified or changing type
     modes: list[int]  # the new tree's mode of each written path
     deleted: list[bytes]  # paths removed
+    #: the new tree's subtrees that differ from the old's (their ids), every one a written
+    #: path goes through but the root: an unchanged subtree holds nothing that is written
+    trees: tuple[str, ...] = ()
 
 
 def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
     """The paths ``git checkout`` updates and removes going from ``old_tree`` to
-    ``new_tree``: one ``diff-tree -r`` (unchanged subtrees are skipped by id, so it costs
-    what changed)."""
+    ``new_tree``, and the new tree's subtrees that changed: one ``diff-tree -r -t``
+    (unchanged subtrees are skipped by id, so it costs what changed)."""
     out = git.out(*DIFF_TREE, old_tree, new_tree, extra_env=DIFF_TREE_ENV)
     fields = out.split(b"\0")
     written: list[bytes] = []
     modes: list[int] = []
     deleted: list[bytes] = []
+    trees: list[str] = []
     for k in range(0, len(fields) - 1, 2):
         meta, path = fields[k], fields[k + 1]
         # ":OLDMODE NEWMODE OLDID NEWID STATUS" (diff-tree's raw format)
@@ -378,8 +371,28 @@ def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
         if not meta.startswith(b":") or len(parts) != 5:
             raise GitError(f"unexpected diff-tree output: {meta[:80]!r}")
         if parts[4] == b"D":
-            deleted.append(path)
+            if parts[0] != b":040000":  # (a removed subtree's paths are listed one by one)
+                deleted.append(path)
+        elif parts[1] == b"040000":  # (-t: a subtree added or changed; it is never "T")
+            trees.append(parts[3].decode("ascii"))
         else:
             written.append(path)
             modes.append(int(parts[1], 8))
-    return TreeChanges(written, modes, deleted)
+    return TreeChanges(written, modes, deleted, tuple(trees))
+
+
+def read_trees(git: Git, ids: Sequence[str]) -> list[bytes]:
+    """The tree objects ``ids`` as git stores them (``mode SP name NUL id``, repeated):
+    one ``cat-file --batch``."""
+    out = git.out("cat-file", "--batch", input="".join(i + "\n" for i in ids).encode("ascii"))
+    trees: list[bytes] = []
+    at = 0
+    for oid in ids:
+        end = out.find(b"\n", at)
+        header = out[at:end].split(b" ")
+        if end < 0 or len(header) != 3 or header[0] != oid.encode() or header[1] != b"tree":
+            raise GitError(f"unexpected cat-file answer for tree {oid}: {out[at : at + 80]!r}")
+        at = end + 1 + int(header[2])
+        trees.append(out[end + 1 : at])
+        at += 1  # (the newline after the contents)
+    return trees
