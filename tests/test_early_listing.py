@@ -168,7 +168,9 @@ def test_a_switch_by_git_asks_what_its_checks_need_in_round_one(tmp_path: Path) 
     assert _ls_tree_lines(proc.stderr) == [], proc.stderr
     diffs = [line for line in proc.stderr.splitlines() if " diff-tree " in line]
     assert len(diffs) == 1 and " -t " in diffs[0], proc.stderr
-    trees = [line for line in proc.stderr.splitlines() if line.endswith(" cat-file --batch")]
+    trees = [
+        line for line in proc.stderr.splitlines() if line.endswith(" cat-file --batch --buffer")
+    ]
     assert len(trees) == 1, proc.stderr
     assert_same_as_git(ours, theirs)
 

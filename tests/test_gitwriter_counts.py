@@ -6,12 +6,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import psutil
 import pytest
 from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.cli import render
+from pcheckout.errors import GitError
 from pcheckout.export import ExportOptions, export
+from pcheckout.git import tree
 from pcheckout.git.indexformat import (
     EXT_FLAG_SKIP_WORKTREE,
     SIZE,
@@ -190,8 +193,26 @@ def test_tree_changes_names_the_subtrees_that_changed(tmp_path: Path) -> None:
     # read_trees: each object as git stores it
     root = git(src, "rev-parse", "HEAD^{tree}").decode().strip()
     ids = [root, *changes.trees]
-    raw = read_trees(Git(src), ids)
+    raw = list(read_trees(Git(src), ids))
     assert raw == [git(src, "cat-file", "tree", oid) for oid in ids]
+
+
+def test_read_trees_streams_large_trees_and_stops_git_when_closed(tmp_path: Path) -> None:
+    names = {b"dir/%05d-%s.txt" % (i, b"x" * 40): b"%d\n" % i for i in range(3000)}
+    src = make_repo(tmp_path, {**names, b"top": b"top\n"})
+    ids = [git(src, "rev-parse", f"HEAD^{{tree}}:{p}").decode().strip() for p in ("", "dir")]
+    raw = list(read_trees(Git(src), ids * 3))
+    assert len(raw[1]) > 3 * tree.READ_CHUNK  # (one tree over several reads)
+    assert raw == [git(src, "cat-file", "tree", oid) for oid in ids * 3]
+    trees = read_trees(Git(src), ids * 500)
+    assert next(trees) == raw[0]
+    trees.close()  # git, still answering, is stopped and reaped
+    assert not [p for p in psutil.Process().children(recursive=True) if "cat-file" in p.name()]
+    with pytest.raises(GitError, match="unexpected cat-file answer for tree"):
+        list(read_trees(Git(src), [ids[0], "0" * 40]))
+    blob = git(src, "rev-parse", "HEAD:top").decode().strip()
+    with pytest.raises(GitError, match="unexpected cat-file answer for tree"):
+        list(read_trees(Git(src), [blob]))
 
 
 # --- the index walk -------------------------------------------------------------------------------

@@ -696,7 +696,9 @@ def _objects(repo: Path, tree: bytes) -> list[bytes]:
     """``tree`` and every subtree of it, as git stores them."""
     out = _git(repo, "ls-tree", "-r", "-t", "-z", tree.decode())
     subtrees = [r.split(b"\t")[0].split(b" ")[2] for r in out.split(b"\0") if b" tree " in r]
-    return read_trees(Git(repo, version=(*MIN_GIT, 0)), [t.decode() for t in [tree, *subtrees]])
+    return list(
+        read_trees(Git(repo, version=(*MIN_GIT, 0)), [t.decode() for t in [tree, *subtrees]])
+    )
 
 
 def test_the_changed_trees_check_finds_a_name_twice_or_a_name_with_a_slash(

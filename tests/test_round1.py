@@ -71,8 +71,8 @@ def test_a_switch_by_git_runs_each_question_of_round_one_once(tmp_path: Path) ->
         assert _count(commands, verb) == 1, (verb, commands)
     # neither tree listed whole: the names checked are those of the trees that changed
     assert _count(commands, "ls-tree") == 0, commands
-    cat_files = sorted(c[1] for c in commands if c[0] == "cat-file")
-    assert cat_files == ["--batch", "--batch-check=%(objectname) %(objecttype)"], commands
+    cat_files = sorted(c[1:] for c in commands if c[0] == "cat-file")
+    assert cat_files == [["--batch", "--buffer"], ["--batch-check=%(objectname) %(objecttype)"]]
     diff = next(c for c in commands if c[0] == "diff-tree")
     assert diff[-2:] == ["HEAD", "v2"], diff
     # diff-tree reads no index (a diff of two trees never looks at it)

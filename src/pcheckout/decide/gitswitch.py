@@ -11,6 +11,8 @@ listed whole: the check costs what changes, not the tree.
 
 from __future__ import annotations
 
+import contextlib
+
 from pcheckout.decide.hooks import after_checkout
 from pcheckout.decide.plan import Counts, HeadMove, Plan
 from pcheckout.decide.workers import switch_workers
@@ -59,8 +61,9 @@ def _changes(run: Run) -> TreeChanges:
     changes = run.found.changes  # (asked in round 1 where it looked like this switch)
     if changes is None:
         changes = tree_changes(git, head_tree, target.tree)
-    trees = read_trees(git, [target.tree, *changes.trees])
-    names_ok = tree_objects_look_safe(trees, len(target.tree) // 2)
+    # (each tree checked while git reads the next)
+    with contextlib.closing(read_trees(git, [target.tree, *changes.trees])) as trees:
+        names_ok = tree_objects_look_safe(trees, len(target.tree) // 2)
     writes = list(zip(changes.written, changes.modes, strict=True))
     if not (names_ok and entries_look_safe(writes, config)):
         check_entries(list_tree(git, target.tree), config)  # names the offence

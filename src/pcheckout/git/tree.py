@@ -7,11 +7,12 @@ import contextlib
 import importlib
 import os
 import subprocess
+import threading
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from itertools import accumulate
 from operator import itemgetter
-from typing import Any, NamedTuple, overload
+from typing import IO, Any, NamedTuple, overload
 
 from pcheckout.errors import GitError
 from pcheckout.git.round1 import DIFF_TREE, DIFF_TREE_ENV, LISTING
@@ -381,18 +382,59 @@ def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
     return TreeChanges(written, modes, deleted, tuple(trees))
 
 
-def read_trees(git: Git, ids: Sequence[str]) -> list[bytes]:
-    """The tree objects ``ids`` as git stores them (``mode SP name NUL id``, repeated):
-    one ``cat-file --batch``."""
-    out = git.out("cat-file", "--batch", input="".join(i + "\n" for i in ids).encode("ascii"))
-    trees: list[bytes] = []
-    at = 0
-    for oid in ids:
-        end = out.find(b"\n", at)
-        header = out[at:end].split(b" ")
-        if end < 0 or len(header) != 3 or header[0] != oid.encode() or header[1] != b"tree":
-            raise GitError(f"unexpected cat-file answer for tree {oid}: {out[at : at + 80]!r}")
-        at = end + 1 + int(header[2])
-        trees.append(out[end + 1 : at])
-        at += 1  # (the newline after the contents)
-    return trees
+def read_trees(git: Git, ids: Sequence[str]) -> Generator[bytes, None, None]:
+    """The tree objects ``ids`` as git stores them (``mode SP name NUL id``, repeated), each
+    as ``cat-file --batch --buffer`` answers it: the caller reads one while git looks up the
+    next (a thread feeds the ids).  Closing the iterator early stops git."""
+    proc = git.popen(
+        ["cat-file", "--batch", "--buffer"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    feeder = threading.Thread(target=_feed, args=(proc.stdin, ids), daemon=True)
+    feeder.start()
+    out, pending, at, done = proc.stdout, b"", 0, False
+    try:
+        for oid in ids:
+            while (end := pending.find(b"\n", at)) < 0:
+                pending, at = pending[at:] + _more(out, proc), 0
+            header = pending[at:end].split(b" ")
+            if len(header) != 3 or header[0] != oid.encode() or header[1] != b"tree":
+                raise GitError(f"unexpected cat-file answer for tree {oid}: {pending[at:end]!r}")
+            start, stop = end + 1, end + 1 + int(header[2])
+            while len(pending) < stop + 1:  # (and the newline after the contents)
+                pending += _more(out, proc)
+            yield pending[start:stop]
+            at = stop + 1
+        done = True
+    finally:
+        if not done:  # (closed early, or an error)
+            proc.kill()
+        out.close()
+        proc.stderr.close()
+        proc.wait()
+        feeder.join()
+
+
+def _feed(stdin: IO[bytes], ids: Sequence[str]) -> None:
+    try:
+        with stdin:
+            stdin.write("".join(i + "\n" for i in ids).encode("ascii"))
+    except OSError:
+        pass  # git stopped reading: its status and its words say why
+
+
+def _more(out: IO[bytes], proc: subprocess.Popen[bytes]) -> bytes:
+    """The next bytes git wrote; GitError with its words where it ended first."""
+    got = out.read1(READ_CHUNK)  # type: ignore[attr-defined]
+    if not got:
+        assert proc.stderr is not None
+        said = proc.stderr.read().decode(errors="replace").strip()
+        raise GitError(f"git cat-file failed reading trees: {said or 'no answer'}")
+    return bytes(got)
+
+
+#: Bytes read from cat-file at a time (a pipe holds 64 KiB on Linux).
+READ_CHUNK = 1 << 16
