@@ -3,7 +3,7 @@
 
     python3 scripts/bench_front.py [--dest tmpfs,ext4j] [--files 5000,40000]
         [--kinds fresh,switch] [--runs 7] [--git-counts 1,2,3,4,6,8] [--baseline SRC]
-        [--attributes none|gitlike] [--lfs-installed] [--python PY]
+        [--attributes none|gitlike] [--change F] [--lfs-installed] [--python PY]
 
 Per table (one generated ``source`` repository, scripts/genrepo.py, one destination, fresh
 checkouts of v2 into a ``clone --no-checkout --shared`` or switches v1 -> v2), the rows run
@@ -45,6 +45,8 @@ from bench_writer import ENV, destination  # noqa: E402
 PROJECT = HERE.parent
 #: the interpreter pcheckout and ``python -c pass`` run in (``--python``)
 PYTHON = sys.executable
+#: The share of the files v2 changes (genrepo.py ``--change``): a switch's size.
+DEFAULT_CHANGE = 0.2
 #: what ``git lfs install`` writes into the global config (git-lfs 3.x)
 LFS_INSTALLED = """[filter "lfs"]
 \tclean = git-lfs clean -- %f
@@ -194,6 +196,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scratch", default="/var/tmp/pcheckout-benchf")
     p.add_argument("--attributes", default="none", choices=("none", "gitlike"))
     p.add_argument(
+        "--change",
+        type=float,
+        default=DEFAULT_CHANGE,
+        help="the share of the files v2 changes (the switch's size; default %(default)s)",
+    )
+    p.add_argument(
         "--lfs-installed",
         action="store_true",
         help="git-lfs's filter in the global config, as `git lfs install` puts it there "
@@ -221,13 +229,14 @@ def main(argv: list[str] | None = None) -> int:
             with destination(dest, scratch) as root:
                 for files in (int(f) for f in args.files.split(",")):
                     named = "" if args.attributes == "none" else f"-a{args.attributes}"
+                    named += "" if args.change == DEFAULT_CHANGE else f"-c{args.change}"
                     src = Path(args.repo_dir) / f"source-{files}{named}"
                     if not src.exists():
                         spec = genrepo.RepoSpec(
                             shape="source",
                             files=files,
                             seed=1,
-                            change=0.2,
+                            change=args.change,
                             attributes=args.attributes,
                         )
                         genrepo.generate(spec, src)
