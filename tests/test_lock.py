@@ -3,6 +3,7 @@ pcheckout's lock taken over, never two holders."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -293,19 +294,16 @@ def test_the_scratch_index_is_a_byte_copy_with_the_index_s_mtime(
     data = os.urandom(3 * lock_mod.COPY_CHUNK + 12345)
     index.write_bytes(data)
     os.utime(index, ns=(1_000_000_000, 2_000_000_123))
-    real = os.sendfile
-    if sendfile == "refused":
-        monkeypatch.setattr(os, "sendfile", lambda *a: (_ for _ in ()).throw(OSError(22, "no")))
-    elif sendfile == "cut short":  # (a million bytes, then refused: the rest read and written)
-        calls: list[int] = []
+    real, calls = os.sendfile, list[int]()
 
-        def once(out: int, src: int, offset: int, count: int) -> int:
-            calls.append(offset)
-            if len(calls) > 1:
-                raise OSError(22, "no")
-            return real(out, src, offset, 1_000_000)
+    def refused_or_short(out: int, src: int, offset: int, count: int) -> int:
+        calls.append(offset)
+        if sendfile == "refused" or len(calls) > 1:
+            raise OSError(errno.EINVAL, "no sendfile here")
+        return real(out, src, offset, 1_000_000)  # (a million bytes, then refused)
 
-        monkeypatch.setattr(os, "sendfile", once)
+    if sendfile != "kernel":
+        monkeypatch.setattr(os, "sendfile", refused_or_short)
     lock = IndexLock.acquire(os.fsencode(index))
     try:
         with lock_mod.scratch_index(lock, copy=True) as scratch:
@@ -313,3 +311,4 @@ def test_the_scratch_index_is_a_byte_copy_with_the_index_s_mtime(
             assert os.stat(scratch.path).st_mtime_ns == 2_000_000_123
     finally:
         lock.rollback()
+    assert len(calls) == {"kernel": 0, "refused": 1, "cut short": 2}[sendfile]

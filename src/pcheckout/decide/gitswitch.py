@@ -61,8 +61,9 @@ def _changes(run: Run) -> TreeChanges:
     changes = run.found.changes  # (asked in round 1 where it looked like this switch)
     if changes is None:
         changes = tree_changes(git, head_tree, target.tree)
-    # (each tree checked while git reads the next)
-    with contextlib.closing(read_trees(git, [target.tree, *changes.trees])) as trees:
+    # (each tree checked while git reads the next; a subtree at two paths read once)
+    ids = list(dict.fromkeys([target.tree, *changes.trees]))
+    with contextlib.closing(read_trees(git, ids)) as trees:
         names_ok = tree_objects_look_safe(trees, len(target.tree) // 2)
     writes = list(zip(changes.written, changes.modes, strict=True))
     if not (names_ok and entries_look_safe(writes, config)):
