@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 from helpers import git, make_repo
 
+from pcheckout.errors import GitError
 from pcheckout.git.config import read_config
 from pcheckout.git.objects import batch_check
 from pcheckout.git.refs import symbolic_head
 from pcheckout.git.round1 import is_branch_name
-from pcheckout.git.runner import Git, discover
+from pcheckout.git.runner import Git, discover, git_version
 
 
 @pytest.fixture
@@ -118,3 +119,8 @@ def test_concurrently_returns_in_order_and_raises_the_first_error() -> None:
     with pytest.raises(UnknownRevisionError, match="first"):
         _concurrently(lambda: finished.append(1), lambda: boom("first"), lambda: boom("second"))
     assert finished == [1]
+
+
+def test_git_missing_from_path_is_said_in_one_line() -> None:
+    with pytest.raises(GitError, match="^git is not installed or not on PATH$"):
+        git_version("pcheckout-no-such-git")

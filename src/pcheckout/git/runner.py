@@ -57,13 +57,11 @@ def git_version(exe: str = "git") -> tuple[int, int, int]:
     early = round1.taken([exe, "version"], None)  # (started beside the command line's parse)
     if early is not None and early.returncode == 0:
         out = early.stdout
-    else:
-        import shutil  # (only where round 1 did not run git: not on a run's path)
-
-        if shutil.which(exe) is None:
-            raise GitError("git is not installed or not on PATH")
+    else:  # (round 1 started nothing: few files may be left to open, not even a module's)
         try:
             out = subprocess.run([exe, "version"], capture_output=True, check=True).stdout
+        except FileNotFoundError:
+            raise GitError("git is not installed or not on PATH") from None
         except (OSError, subprocess.CalledProcessError) as exc:
             raise GitError(f"cannot run git: {exc}") from None
     version = parse_version(decode(out))
