@@ -10,6 +10,7 @@ completion scripts are generated from the same parsers, so neither can drift fro
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple, NoReturn
@@ -264,8 +265,6 @@ class Formatter(argparse.HelpFormatter):
 def terminal_columns(fallback: int = 80) -> int:
     """``shutil.get_terminal_size().columns``: ``$COLUMNS`` where it is a positive number,
     else the width of the terminal on standard output, else ``fallback``."""
-    import os
-
     try:
         columns = int(os.environ["COLUMNS"])
     except (KeyError, ValueError):

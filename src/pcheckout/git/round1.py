@@ -4,8 +4,8 @@ one place, and their start the moment the command line is read.
 A checkout's first questions (git's version, the repository, its config, REV's
 resolution, the target's listing where the destination looks like a fresh checkout, and
 the switch's changes where it looks like a switch by git's writer) depend on nothing but
-the command line.  The CLI starts them (:func:`start`) before it imports the checkout's modules (~40
-ms of imports on the dev VM), so git answers while Python imports; ``session.py`` then
+the command line.  The CLI starts them (:func:`start`) before it imports the checkout's
+modules (~40 ms of imports on the dev VM), so git answers while Python imports; ``session.py`` then
 asks the same questions through :class:`~pcheckout.git.runner.Git`, which takes a
 process started here for the very same command line (:func:`taken`) instead of starting
 one.  What is not taken by the end of round 1 is stopped (:func:`discard`).
