@@ -13,6 +13,7 @@ from typing import cast
 
 import pytest
 from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, make_repo
+from lfshelp import LFS_CONFIG
 
 import pcheckout
 from pcheckout.checkout import CheckoutOptions
@@ -33,15 +34,6 @@ NOT_ON_THE_WAY = (
     "pcheckout.write.engine",
 )
 
-#: What ``git lfs install`` writes into the global config (git-lfs 3.x): a checkout then
-#: looks for git-lfs's hooks (``git/lfshooks.py``), not at the rest of git-lfs.
-LFS_INSTALLED = """[filter "lfs"]
-\tclean = git-lfs clean -- %f
-\tsmudge = git-lfs smudge -- %f
-\tprocess = git-lfs filter-process
-\trequired = true
-"""
-
 _RUN = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
@@ -56,7 +48,9 @@ def _run_in_a_bare_interpreter(tmp_path: Path, *argv: str, lfs: bool = False) ->
     (``-S``: no site hook imports anything first), git's config isolated (``lfs``: a global
     config as ``git lfs install`` leaves it)."""
     config = tmp_path / "gitconfig"
-    config.write_text(LFS_INSTALLED if lfs else "")
+    config.write_text("")
+    for key, value in LFS_CONFIG.items() if lfs else ():  # (its hooks looked for, no more)
+        git(tmp_path, "config", "--file", str(config), key, value)
     env = {
         **os.environ,
         "GIT_CONFIG_GLOBAL": str(config),
