@@ -332,3 +332,36 @@ def test_core_worktree_and_git_dir_environment_as_git_reads_them(
     monkeypatch.delenv("GIT_WORK_TREE")
     assert_same_as_git(work, clone_with_git(src, tmp_path / "env-git"))
     assert list(elsewhere.iterdir()) == []
+
+
+def test_the_garbage_collector_is_paused_for_the_run_and_restored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    import pcheckout.checkout as core
+    from pcheckout.context import collector_paused
+
+    seen: list[bool] = []
+    decide = core.decide
+
+    def watching(*args: object) -> object:
+        seen.append(gc.isenabled())
+        return decide(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(core, "decide", watching)
+    src = make_repo(tmp_path, {b"a.txt": b"a\n"})
+    ours = clone_no_checkout(src, tmp_path / "ours")
+    assert gc.isenabled()
+    _pcheckout(ours)
+    assert seen == [False] and gc.isenabled()
+    with pytest.raises(UnknownRevisionError):
+        _pcheckout(ours, rev="no-such-rev")
+    assert gc.isenabled()  # (after a failure too)
+    gc.disable()
+    try:
+        with collector_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # (left as it was found)
+    finally:
+        gc.enable()

@@ -23,7 +23,7 @@ import shlex
 
 from pcheckout.apply.run import apply
 from pcheckout.apply.warm import Warm
-from pcheckout.context import NullReporter, Reporter
+from pcheckout.context import NullReporter, Reporter, collector_paused
 from pcheckout.decide.checkout import decide
 from pcheckout.errors import finished_by
 from pcheckout.options import CheckoutOptions, ExportOptions, Result
@@ -33,9 +33,14 @@ __all__ = ["IN_PROGRESS", "CheckoutOptions", "ExportOptions", "Result", "checkou
 
 
 def checkout(opts: CheckoutOptions, ui: Reporter | None = None) -> Result:
+    with collector_paused():  # (the run's tables live as long as it does)
+        return _checkout(opts, ui or NullReporter())
+
+
+def _checkout(opts: CheckoutOptions, ui: Reporter) -> Result:
     ahead = Ahead(opts)
     try:
-        run = open_checkout(opts, ui or NullReporter(), ahead)
+        run = open_checkout(opts, ui, ahead)
     except BaseException:
         ahead.close()
         raise

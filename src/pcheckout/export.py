@@ -11,7 +11,7 @@ import os
 import shlex
 
 from pcheckout.apply.run import apply
-from pcheckout.context import NullReporter, Reporter
+from pcheckout.context import NullReporter, Reporter, collector_paused
 from pcheckout.decide.export import decide
 from pcheckout.errors import finished_by
 from pcheckout.options import ExportOptions, Result
@@ -27,7 +27,12 @@ def again(opts: ExportOptions) -> str:
 
 
 def export(opts: ExportOptions, ui: Reporter | None = None) -> Result:
-    ctx, plan = decide(opts, ui or NullReporter())
+    with collector_paused():  # (as a checkout: its tables live as long as it does)
+        return _export(opts, ui or NullReporter())
+
+
+def _export(opts: ExportOptions, ui: Reporter) -> Result:
+    ctx, plan = decide(opts, ui)
     attrs = plan.export.attributes if plan.export is not None else None
     with finished_by(again(opts)):  # the clean-up included, as for a checkout
         try:
