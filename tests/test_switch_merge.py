@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pcheckout.decide.merge import apply_local_changes, two_way_merge
+from pcheckout.decide.merge import Cone, apply_local_changes, cone_moves, everywhere, two_way_merge
 from pcheckout.git.index import IndexEntry
 from pcheckout.git.tree import MODE_EXEC, MODE_FILE, Entry
 
@@ -82,3 +82,77 @@ def test_local_change_on_a_kept_path_stays_unless_forced() -> None:
     assert apply_local_changes(merge, i, m, {b"x"}, force=False).keep == {b"x": i[b"x"]}
     forced = apply_local_changes(two_way_merge(i, h, m, force=True), i, m, {b"x"}, force=True)
     assert forced.keep == {} and (forced.write, forced.delete) == ([b"x"], [b"x"])
+
+
+def _reference(
+    index: dict[bytes, IndexEntry],
+    head: dict[bytes, Entry],
+    target: dict[bytes, Entry],
+    force: bool,
+) -> tuple[dict[bytes, IndexEntry], set[bytes], set[bytes]]:
+    """git's two-way merge rules written out plainly, path by path (unpack-trees.c
+    twoway_merge; the module docstring)."""
+
+    def same(a: IndexEntry | Entry | None, b: Entry | None) -> bool:
+        if a is None or b is None:
+            return a is b
+        oid = a.oid.hex() if isinstance(a.oid, bytes) else a.oid
+        return (a.mode, oid) == (b.mode, b.oid)
+
+    keep, change, refused = {}, set(), set()
+    for path in index.keys() | target.keys():
+        i, h, m = index.get(path), head.get(path), target.get(path)
+        if i is not None and m is not None and same(i, m):
+            keep[path] = i
+        elif not force and not same(i, h):
+            if not same(m, h):
+                refused.add(path)
+            elif i is not None:
+                keep[path] = i
+        else:
+            change.add(path)
+    return keep, change, refused
+
+
+def test_every_combination_of_index_head_and_target_classifies_as_git_does() -> None:
+    # Each path gets one of: absent, A, B, or A with the executable bit, in I, H and M.
+    sides = [None, (A, MODE_FILE), (B, MODE_FILE), (A, MODE_EXEC)]
+    index, head, target = {}, {}, {}
+    n = 0
+    for si in sides:
+        for sh in sides:
+            for sm in sides:
+                if si is sh is sm is None:
+                    continue
+                path = b"p%02d" % n
+                n += 1
+                if si is not None:
+                    index[path] = _i(path, si[0], si[1])
+                if sh is not None:
+                    head[path] = _e(path, sh[0], sh[1])
+                if sm is not None:
+                    target[path] = _e(path, sm[0], sm[1])
+    for force in (False, True):
+        merge = two_way_merge(index, head, target, force=force)
+        keep, change, refused = _reference(index, head, target, force)
+        assert merge.keep == keep
+        assert sorted(merge.change) == sorted(change) and len(merge.change) == len(change)
+        assert merge.refused == sorted(refused)
+        assert keep and change and (force or refused)  # (each kind occurs)
+
+
+def test_kept_entries_come_in_the_index_order() -> None:
+    paths = [b"a", b"b/c", b"b/d", b"e", b"f"]
+    i, h, m = _tables([_i(p, A) for p in paths], [_e(p, A) for p in paths], [])
+    m = {p: _e(p, B if p == b"b/d" else A) for p in reversed(paths)}  # (the target's order)
+    merge = two_way_merge(i, h, m, force=False)
+    assert list(merge.keep) == [b"a", b"b/c", b"e", b"f"] and merge.change == [b"b/d"]
+
+
+def test_a_checkout_that_is_not_sparse_moves_nothing_across_the_cone() -> None:
+    keep = {b"a": _i(b"a", A), b"b": _i(b"b", A)}
+    assert cone_moves(keep, Cone(set(), everywhere)) == ([], [])
+    # the same answer as the rule spelled out for any cone
+    assert cone_moves(keep, Cone(set(), lambda _p, _m: True)) == ([], [])
+    skipped = Cone({b"b"}, lambda p, _m: p == b"b")
+    assert cone_moves(keep, skipped) == ([b"b"], [b"a"])

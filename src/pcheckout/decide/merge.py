@@ -31,6 +31,7 @@ __all__ = [
     "SwitchPlan",
     "apply_local_changes",
     "cone_moves",
+    "everywhere",
     "sparse_split",
     "two_way_merge",
 ]
@@ -69,24 +70,34 @@ def two_way_merge(
     force: bool,
 ) -> Merge:
     """Classify every path of I and M as git's two-way merge does (see the module
-    docstring); ``force`` moves every staged path to M."""
+    docstring); ``force`` moves every staged path to M.  The kept entries come in the
+    index's order (a switch's index is written from them: nearly sorted already)."""
     keep: dict[bytes, IndexEntry] = {}
     change: list[bytes] = []
     refused: list[bytes] = []
-    for path in index.keys() | target.keys():
-        i, m, h = index.get(path), target.get(path), head.get(path)
-        if i is not None and m is not None and _same(i, m):
-            keep[path] = i
-            continue
+
+    def classify(path: bytes, i: IndexEntry | None, m: Entry | None) -> None:
+        h = head.get(path)
         if not force and not _same(i, h):  # a staged change
             if _same(m, h):
                 if i is not None:
                     keep[path] = i  # carry the staged change over
             else:
                 refused.append(path)
-            continue
+            return
         change.append(path)
-    return Merge(keep, change, refused)
+
+    in_target = target.get
+    for path, i in index.items():  # (most paths: I == M, kept; checked inline)
+        m = in_target(path)
+        if m is not None and i.mode == m.mode and i.oid.hex() == m.oid:
+            keep[path] = i
+        else:
+            classify(path, i, m)
+    for path, m in target.items():
+        if path not in index:
+            classify(path, None, m)
+    return Merge(keep, change, sorted(refused))
 
 
 def apply_local_changes(
@@ -129,10 +140,17 @@ class Cone(NamedTuple):
     inside: Callable[[bytes, int], bool]
 
 
+def everywhere(_path: bytes, _mode: int) -> bool:
+    """The cone of a checkout that is not sparse: every path is inside."""
+    return True
+
+
 def cone_moves(keep: Mapping[bytes, IndexEntry], cone: Cone) -> tuple[list[bytes], list[bytes]]:
     """Kept entries the patterns now put on the other side of the cone: those moving in
     (skip-worktree, now inside: written) and those moving out (in the work tree, now
     outside: removed if clean), each sorted."""
+    if cone.inside is everywhere and not cone.skipped:  # (no sparse checkout)
+        return [], []
     flip_in = sorted(p for p, e in keep.items() if p in cone.skipped and cone.inside(p, e.mode))
     flip_out = sorted(
         p for p, e in keep.items() if p not in cone.skipped and not cone.inside(p, e.mode)

@@ -28,6 +28,7 @@ from pcheckout.decide.merge import (
     SparseMoves,
     apply_local_changes,
     cone_moves,
+    everywhere,
     sparse_split,
     two_way_merge,
 )
@@ -292,7 +293,7 @@ def _cone(index: Mapping[bytes, ix.IndexEntry], sparsity: Sparsity | None) -> Co
     --skip-worktree``) as they are, checks and writes those paths as any other, and a
     written one keeps its bit (unpack-trees.c merged_entry)."""
     if sparsity is None:
-        return Cone(set(), lambda _path, _mode: True)
+        return Cone(set(), everywhere)
     skipped = {p for p, e in index.items() if e.extended_flags & SKIP}
 
     def inside(path: bytes, mode: int) -> bool:
