@@ -71,7 +71,10 @@ def _clone(src: Path, work: Path, switch: bool, env: dict[str, str]) -> str:
 #: The CLI, timed in its own process from its first line (the interpreter's start is not
 #: in it) to its end, less the time in git's writer (``gitwriter._run``: fork to reaping):
 #: pcheckout's own part, without git's spread.  Said on stderr's last line.
-OWN = """import sys, time
+OWN = """import gc, importlib.util, sys, time
+START = importlib.util.find_spec("pcheckout.cli.start") is not None  # (not in older trees)
+if START:
+    gc.disable()  # (the entry point's first step, taken before gitwriter is imported here)
 t0 = time.perf_counter()
 from pcheckout.write import gitwriter
 spent = [0.0]
@@ -83,11 +86,15 @@ def timed(*a, **k):
     finally:
         spent[0] += time.perf_counter() - t
 gitwriter._run = timed
-from pcheckout.cli.main import main
-code = main(sys.argv[1:])
-sys.stdout.flush()
-sys.stderr.write("own %.6f %.6f\\n" % (time.perf_counter() - t0, spent[0]))
-sys.exit(code)
+if START:
+    from pcheckout.cli.start import entrypoint  # (the command's own entry point)
+else:
+    from pcheckout.cli.main import entrypoint
+try:
+    entrypoint()
+finally:
+    sys.stdout.flush()
+    sys.stderr.write("own %.6f %.6f\\n" % (time.perf_counter() - t0, spent[0]))
 """
 
 

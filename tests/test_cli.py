@@ -148,3 +148,20 @@ def test_export_applies_attributes_from_the_tree(tmp_path: Path) -> None:
     proc = run_cli("export", "-C", str(bare), "HEAD", str(dest))
     assert proc.returncode == 0, proc.stderr
     assert (dest / "t.txt").read_bytes() == b"a\r\nb\r\n"
+
+
+def test_the_command_runs_without_the_cyclic_garbage_collector(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import gc
+
+    import pcheckout.cli.main as cli_main
+    from pcheckout.cli import start
+
+    seen: list[bool] = []
+    monkeypatch.setattr(cli_main, "entrypoint", lambda: seen.append(gc.isenabled()))
+    try:
+        start.entrypoint()
+    finally:
+        gc.enable()
+    assert seen == [False]

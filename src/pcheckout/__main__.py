@@ -1,3 +1,3 @@
-from pcheckout.cli.main import entrypoint
+from pcheckout.cli.start import entrypoint
 
 entrypoint()
