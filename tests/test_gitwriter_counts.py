@@ -170,6 +170,20 @@ def test_tree_changes_lists_writes_and_deletions(tmp_path: Path) -> None:
     assert tree_changes(Git(src), tree["v2"], tree["v2"]) == TreeChanges([], [], [])
 
 
+def test_a_submodule_marked_ignore_all_still_moves(tmp_path: Path) -> None:
+    # diff-tree leaves out a gitlink whose submodule is "ignore = all" (.gitmodules or the
+    # config) unless told otherwise; git's checkout moves it all the same.
+    src = make_repo(tmp_path, {b".gitmodules": b'[submodule "s"]\n\tpath = s\n\turl = ./s\n'})
+    git(src, "config", "submodule.s.ignore", "all")
+    (src / ".gitmodules").write_bytes((src / ".gitmodules").read_bytes() + b"\tignore = all\n")
+    for k, rev in enumerate(("v1", "v2")):
+        git(src, "update-index", "--add", "--cacheinfo", f"160000,{str(k + 1) * 40},s")
+        git(src, "commit", "-qm", rev, "--allow-empty")  # (commit ignores it too)
+        git(src, "tag", rev)
+    assert git(src, "rev-parse", "v2:s").strip() == b"2" * 40
+    assert tree_changes(Git(src), "v1", "v2").written == [b"s"]
+
+
 def _subtrees(repo: Path, rev: str) -> set[tuple[bytes, str]]:
     """(path, id) of every subtree of ``rev``'s tree."""
     out = git(repo, "ls-tree", "-r", "-t", "-z", rev)

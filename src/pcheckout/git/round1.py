@@ -66,8 +66,18 @@ RESOLVE = ("cat-file", "--batch-check=%(objectname) %(objecttype)")
 #: A tree listed with its subtrees' records (``tree.list_rooted``), before the tree-ish.
 LISTING = ("ls-tree", "-r", "-t", "-z", "--full-tree")
 #: What changes between two trees (``tree.tree_changes``), before the two tree-ishes; the
-#: changed subtrees' own records too (``-t``), whose names a switch's check reads.
-DIFF_TREE = ("diff-tree", "-r", "-t", "-z", "--no-renames", "--no-commit-id")
+#: changed subtrees' own records too (``-t``), whose names a switch's check reads; every
+#: gitlink that moves, whatever ``submodule.<name>.ignore`` says (in .gitmodules or the
+#: config, diff-tree leaves out a submodule so marked; git's checkout moves it).
+DIFF_TREE = (
+    "diff-tree",
+    "-r",
+    "-t",
+    "-z",
+    "--no-renames",
+    "--no-commit-id",
+    "--ignore-submodules=none",
+)
 #: ... run with an index file that is not there: git 2.39's diff-tree reads the index,
 #: which a diff of two trees never looks at (9 of its 37 ms at 40k entries, trace2); a
 #: missing one reads as empty (read-cache.c do_read_index: ENOENT), and nothing can be
