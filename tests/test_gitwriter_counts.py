@@ -12,6 +12,7 @@ from helpers import assert_same_as_git, clone_no_checkout, clone_with_git, git, 
 
 from pcheckout.checkout import CheckoutOptions, checkout
 from pcheckout.cli import render
+from pcheckout.decide.merge import Before
 from pcheckout.errors import GitError
 from pcheckout.export import ExportOptions, export
 from pcheckout.git import tree
@@ -24,7 +25,7 @@ from pcheckout.git.indexformat import (
 )
 from pcheckout.git.indexsize import worktree_bytes, written_bytes
 from pcheckout.git.runner import Git
-from pcheckout.git.tree import TreeChanges, list_tree, read_trees, tree_changes
+from pcheckout.git.tree import TreeChanges, list_tree, old_entries, read_trees, tree_changes
 
 FILES: dict[bytes, bytes | tuple[str, bytes]] = {
     **{b"d%d/f%03d.txt" % (i % 5, i): b"line %d\n" % i * (i % 7 + 1) for i in range(150)},
@@ -182,6 +183,25 @@ def test_a_submodule_marked_ignore_all_still_moves(tmp_path: Path) -> None:
         git(src, "tag", rev)
     assert git(src, "rev-parse", "v2:s").strip() == b"2" * 40
     assert tree_changes(Git(src), "v1", "v2").written == [b"s"]
+    assert old_entries(Git(src), "v1", "v2") == {b"s": tree.Entry(b"s", 0o160000, "1" * 40, -1)}
+
+
+def test_heads_tree_from_the_targets_listing_and_the_diff(tmp_path: Path) -> None:
+    src = _two_versions(tmp_path)
+    (src / "d1").rename(src / "d1-was-a-dir")
+    (src / "d1").write_bytes(b"now a file\n")  # (a directory becomes a file)
+    (src / "new" / "file").unlink()
+    (src / "new" / "file").mkdir()  # (and a file a directory)
+    (src / "new" / "file" / "inside").write_bytes(b"x\n")
+    os.chmod(src / "d0" / "f000.txt", 0o755)
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "three")
+    for old, new in (("v1", "v2"), ("v2", "HEAD"), ("HEAD", "v1"), ("v2", "v2")):
+        listing = {e.path: e for e in list_tree(Git(src), new)}
+        head = Before(listing, old_entries(Git(src), old, new))
+        want = {e.path: e for e in list_tree(Git(src), old)}
+        assert dict(head) == want and len(head) == len(want)
+        assert all(head.get(p) == want.get(p) for p in listing.keys() | want.keys())
 
 
 def _subtrees(repo: Path, rev: str) -> set[tuple[bytes, str]]:

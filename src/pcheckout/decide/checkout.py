@@ -15,7 +15,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from pcheckout.context import Context, both, concurrently
+from pcheckout.context import Context, both
 from pcheckout.decide import collisions
 from pcheckout.decide.hooks import after_checkout
 from pcheckout.decide.plan import Counts, HeadMove, Plan
@@ -24,7 +24,7 @@ from pcheckout.decide.workers import asked, switch_workers
 from pcheckout.git.config import config_bool
 from pcheckout.git.pathsafety import check_entries, listing_looks_safe
 from pcheckout.git.promisor import local_objects, promisor_remotes
-from pcheckout.git.tree import Entry, RootedListing, list_tree
+from pcheckout.git.tree import Entry, RootedListing, list_tree, old_entries
 from pcheckout.plan.policy import PARALLEL_THRESHOLD, WorkerPlan
 from pcheckout.session import Patterns, Run
 
@@ -69,7 +69,7 @@ def decide(run: Run, planned: Planned | None = None) -> Plan:
         # (docs/benchmarks.md, start-up).
         from pcheckout.decide import switch
 
-        return switch.decide(run, _parsed(entries), listing.head_entries, fs)
+        return switch.decide(run, _parsed(entries), listing.head_changes, fs)
     return _fresh(run, listing, sizes, planned)
 
 
@@ -78,7 +78,9 @@ class _Listing(NamedTuple):
     reads beside them: a partial clone's local objects, a sparse checkout's rules."""
 
     entries: list[Entry] | RootedListing  # listed beside round 1: parsed where used
-    head_entries: list[Entry]
+    #: switching: each path HEAD's tree and the target's differ on, with HEAD's entry
+    #: (None: not there); None: no switch, or HEAD has no tree
+    head_changes: dict[bytes, Entry | None] | None
     have: set[str] | None
     sparsity: Sparsity | None
 
@@ -90,25 +92,29 @@ def _list(run: Run, partial: bool, sizes: bool) -> _Listing:
     sparse = not run.found.switching and config_bool(
         run.ctx.config.get("core.sparsecheckout"), False
     )
-    (entries, head_entries), (have, sparsity) = both(
+    (entries, head_changes), (have, sparsity) = both(
         lambda: _entries(run, sizes),
         lambda: _beside_listing(run.ctx, partial, sparse, run.found.patterns),
     )
-    return _Listing(entries, head_entries, have, sparsity)
+    return _Listing(entries, head_changes, have, sparsity)
 
 
-def _entries(run: Run, sizes: bool) -> tuple[list[Entry] | RootedListing, list[Entry]]:
-    """The target's entries, and HEAD's beside them when switching.  Sizes cost git a
-    header read per blob; only the dry run reports them."""
+def _entries(
+    run: Run, sizes: bool
+) -> tuple[list[Entry] | RootedListing, dict[bytes, Entry | None] | None]:
+    """The target's entries, and when switching what HEAD's tree has where the two differ
+    (``old_entries``: one diff-tree, not a second listing).  Sizes cost git a header read
+    per blob; only the dry run reports them."""
     found, target, git = run.found, run.target, run.ctx.git
     if found.listed is not None and not found.switching and not sizes:
-        return found.listed, []  # listed beside round 1 (session._early)
-    calls = [lambda: list_tree(git, target.tree, sizes=sizes)]
+        return found.listed, None  # listed beside round 1 (session._early)
     head_tree = target.head_tree
-    if found.switching and head_tree is not None:
-        calls.append(lambda: list_tree(git, head_tree, sizes=False))
-    entries, *head = concurrently(*calls)
-    return entries, head[0] if head else []
+    if not found.switching or head_tree is None:
+        return list_tree(git, target.tree, sizes=sizes), None
+    return both(
+        lambda: list_tree(git, target.tree, sizes=sizes),
+        lambda: old_entries(git, head_tree, target.tree),
+    )
 
 
 def _beside_listing(

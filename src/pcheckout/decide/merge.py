@@ -18,13 +18,14 @@ In a sparse checkout the cone then decides which paths of the switch reach the w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import NamedTuple
 
 from pcheckout.git.index import IndexEntry
 from pcheckout.git.tree import Entry
 
 __all__ = [
+    "Before",
     "Cone",
     "Merge",
     "SparseMoves",
@@ -53,6 +54,33 @@ class SwitchPlan(NamedTuple):
     write: list[bytes]  # sorted
     delete: list[bytes]  # sorted
     refused: list[bytes]
+
+
+class Before(Mapping[bytes, Entry]):
+    """HEAD's tree H as M's entries and the diff from H to M give it
+    (``git/tree.py`` ``old_entries``): a path the diff names has the entry the diff gives
+    it there, or none; every other path has M's.  The merge asks H only of the paths where
+    I and M differ; listing H whole cost as much as listing M (0.5 s at 250,000 entries)."""
+
+    def __init__(self, target: Mapping[bytes, Entry], changed: Mapping[bytes, Entry | None]):
+        self._target = target
+        self._changed = changed
+
+    def __getitem__(self, path: bytes) -> Entry:
+        if path in self._changed:
+            e = self._changed[path]
+            if e is None:
+                raise KeyError(path)
+            return e
+        return self._target[path]
+
+    def __iter__(self) -> Iterator[bytes]:
+        changed = self._changed
+        yield from (p for p in self._target if p not in changed)
+        yield from (p for p, e in changed.items() if e is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _same(a: IndexEntry | Entry | None, b: Entry | None) -> bool:

@@ -23,6 +23,7 @@ from pcheckout.decide import collisions
 from pcheckout.decide.hooks import after_checkout
 from pcheckout.decide.leftovers import Leftovers, earlier_tables, find, touched
 from pcheckout.decide.merge import (
+    Before,
     Cone,
     Merge,
     SparseMoves,
@@ -82,12 +83,15 @@ class _Tables(NamedTuple):
     """The three sides of the two-way merge, by path."""
 
     in_index: dict[bytes, ix.IndexEntry]
-    head: dict[bytes, Entry]
+    head: Mapping[bytes, Entry]  # (merge.Before: asked only where I and M differ)
     target: dict[bytes, Entry]
 
 
-def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo) -> Plan:
-    """The switch's plan: ``entries`` is REV's tree, ``head_entries`` HEAD's; ``fs`` the
+def decide(
+    run: Run, entries: list[Entry], head_changes: Mapping[bytes, Entry | None] | None, fs: FsInfo
+) -> Plan:
+    """The switch's plan: ``entries`` is REV's tree, ``head_changes`` HEAD's where it
+    differs (``git/tree.py`` ``old_entries``; None: HEAD has no tree); ``fs`` the
     destination's filesystem."""
     ctx, opts = run.ctx, run.opts
     index = ix.read_index(ctx.repo.index_path, git_dir=ctx.repo.git_dir)
@@ -98,11 +102,9 @@ def decide(run: Run, entries: list[Entry], head_entries: list[Entry], fs: FsInfo
         if not opts.force:  # git's words (unpack-trees.c: unmerged entries, not --force)
             raise DestinationError("you need to resolve your current index first")
         index_entries = _unmerged_as_changed(index_entries)
-    tables = _Tables(
-        {e.path: e for e in index_entries},
-        {e.path: e for e in head_entries},
-        {e.path: e for e in entries},
-    )
+    target = {e.path: e for e in entries}
+    head: Mapping[bytes, Entry] = {} if head_changes is None else Before(target, head_changes)
+    tables = _Tables({e.path: e for e in index_entries}, head, target)
     sparsity = load_sparsity(ctx.git, ctx.config, ctx.repo.git_dir)
     merge = two_way_merge(tables.in_index, tables.head, tables.target, force=opts.force)
     # Stat (and delete) in parallel where each call is a round trip; the count for these
@@ -218,10 +220,10 @@ def _leftovers(run: Run, look: Look, tables: _Tables) -> Leftovers:
     if previous is None:
         return Leftovers(set(), set())
     target = run.target
-    listed = {target.tree: tables.target}
+    listed: dict[str, Mapping[bytes, Entry]] = {target.tree: tables.target}
     trees = list(previous.trees)
     if target.head_tree is not None:
-        listed[target.head_tree] = tables.head
+        listed[target.head_tree] = dict(tables.head)  # (compared path by path: a table)
         trees.append(target.head_tree)
     earlier = earlier_tables(run.ctx.git, list(dict.fromkeys(trees)), listed)
     return find(look, touched(earlier), earlier, tables.in_index)

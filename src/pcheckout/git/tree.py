@@ -382,6 +382,27 @@ def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
     return TreeChanges(written, modes, deleted, tuple(trees))
 
 
+def old_entries(git: Git, old_tree: str, new_tree: str) -> dict[bytes, Entry | None]:
+    """Each path whose entry differs between ``old_tree`` and ``new_tree``, with its entry
+    in ``old_tree`` (None: not there).  With ``new_tree``'s listing that is all of
+    ``old_tree``, for what changed costs (one ``diff-tree``; unchanged subtrees skipped
+    by id) instead of a second listing."""
+    out = git.out(*DIFF_TREE, old_tree, new_tree, extra_env=DIFF_TREE_ENV)
+    fields = out.split(b"\0")
+    old: dict[bytes, Entry | None] = {}
+    for k in range(0, len(fields) - 1, 2):
+        meta, path = fields[k], fields[k + 1]
+        # ":OLDMODE NEWMODE OLDID NEWID STATUS" (diff-tree's raw format)
+        parts = meta.split(b" ")
+        if not meta.startswith(b":") or len(parts) != 5:
+            raise GitError(f"unexpected diff-tree output: {meta[:80]!r}")
+        if b"040000" in (parts[0][1:], parts[1]):
+            continue  # (-t: a subtree; the paths in it are listed one by one)
+        mode = int(parts[0][1:], 8)
+        old[path] = Entry(path, mode, parts[2].decode("ascii"), -1) if mode else None
+    return old
+
+
 def read_trees(git: Git, ids: Sequence[str]) -> Generator[bytes, None, None]:
     """The tree objects ``ids`` as git stores them (``mode SP name NUL id``, repeated), each
     as ``cat-file --batch --buffer`` answers it: the caller reads one while git looks up the
