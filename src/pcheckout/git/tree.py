@@ -355,22 +355,28 @@ class TreeChanges(NamedTuple):
     trees: tuple[str, ...] = ()
 
 
-def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
-    """The paths ``git checkout`` updates and removes going from ``old_tree`` to
-    ``new_tree``, and the new tree's subtrees that changed: one ``diff-tree -r -t``
-    (unchanged subtrees are skipped by id, so it costs what changed)."""
+def _diff(git: Git, old_tree: str, new_tree: str) -> Iterator[tuple[list[bytes], bytes]]:
+    """Each record of one ``diff-tree -r -t`` from ``old_tree`` to ``new_tree``
+    (unchanged subtrees are skipped by id, so it costs what changed): its fields
+    ``:OLDMODE NEWMODE OLDID NEWID STATUS`` (diff-tree's raw format), and its path."""
     out = git.out(*DIFF_TREE, old_tree, new_tree, extra_env=DIFF_TREE_ENV)
     fields = out.split(b"\0")
+    for k in range(0, len(fields) - 1, 2):
+        meta, path = fields[k], fields[k + 1]
+        parts = meta.split(b" ")
+        if not meta.startswith(b":") or len(parts) != 5:
+            raise GitError(f"unexpected diff-tree output: {meta[:80]!r}")
+        yield parts, path
+
+
+def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
+    """The paths ``git checkout`` updates and removes going from ``old_tree`` to
+    ``new_tree``, and the new tree's subtrees that changed."""
     written: list[bytes] = []
     modes: list[int] = []
     deleted: list[bytes] = []
     trees: list[str] = []
-    for k in range(0, len(fields) - 1, 2):
-        meta, path = fields[k], fields[k + 1]
-        # ":OLDMODE NEWMODE OLDID NEWID STATUS" (diff-tree's raw format)
-        parts = meta.split(b" ")
-        if not meta.startswith(b":") or len(parts) != 5:
-            raise GitError(f"unexpected diff-tree output: {meta[:80]!r}")
+    for parts, path in _diff(git, old_tree, new_tree):
         if parts[4] == b"D":
             if parts[0] != b":040000":  # (a removed subtree's paths are listed one by one)
                 deleted.append(path)
@@ -385,17 +391,9 @@ def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
 def old_entries(git: Git, old_tree: str, new_tree: str) -> dict[bytes, Entry | None]:
     """Each path whose entry differs between ``old_tree`` and ``new_tree``, with its entry
     in ``old_tree`` (None: not there).  With ``new_tree``'s listing that is all of
-    ``old_tree``, for what changed costs (one ``diff-tree``; unchanged subtrees skipped
-    by id) instead of a second listing."""
-    out = git.out(*DIFF_TREE, old_tree, new_tree, extra_env=DIFF_TREE_ENV)
-    fields = out.split(b"\0")
+    ``old_tree``, for what changed costs instead of a second listing."""
     old: dict[bytes, Entry | None] = {}
-    for k in range(0, len(fields) - 1, 2):
-        meta, path = fields[k], fields[k + 1]
-        # ":OLDMODE NEWMODE OLDID NEWID STATUS" (diff-tree's raw format)
-        parts = meta.split(b" ")
-        if not meta.startswith(b":") or len(parts) != 5:
-            raise GitError(f"unexpected diff-tree output: {meta[:80]!r}")
+    for parts, path in _diff(git, old_tree, new_tree):
         if b"040000" in (parts[0][1:], parts[1]):
             continue  # (-t: a subtree; the paths in it are listed one by one)
         mode = int(parts[0][1:], 8)
