@@ -32,6 +32,7 @@ from pcheckout.git.index import (
     decode_index,
     encode_index,
     encode_rows,
+    encoded_index_pieces,
     encoded_pieces,
     read_index,
     sort_key,
@@ -326,6 +327,53 @@ def test_round_trip_is_byte_identical(odd_repo: Path, object_format: str, versio
     out = index_path(odd_repo).with_name("index.ours")
     write_index(out, idx.entries, version=version, hash_name=object_format)
     assert out.read_bytes() == data
+
+
+def _stored_runs(entries: list[IndexEntry], source: Index) -> list[int]:
+    """How many entries each run :func:`encoded_index_pieces` copies as stored holds."""
+    rows = index_mod._spliced(sorted(entries, key=sort_key), source)
+    return [r.number for r in rows if isinstance(r, index_mod._Stored)]
+
+
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_entries_kept_as_read_are_copied_as_stored(
+    odd_repo: Path, object_format: str, version: int
+) -> None:
+    """A switch's index: the entries read and kept (the same objects) copied from the
+    file as stored, a run at a time, the others encoded: the bytes are those of encoding
+    every entry (long names, extended flags, non-UTF-8 names), whatever was dropped,
+    replaced or added between them."""
+    make_git_index(odd_repo, version)
+    idx = read_index(index_path(odd_repo))
+    assert bool(idx.data) == (version != 4)  # (v4's prefix compression ties each to the last)
+    read = list(idx.entries)
+    kept = [e for k, e in enumerate(read) if k % 4 != 1]  # a few dropped
+    kept[2] = dataclasses.replace(kept[2], size=kept[2].size + 1)  # one changed
+    added = [dataclasses.replace(read[0], path=p) for p in (b"!first", b"a-dir/new", b"\xff\xff")]
+    for entries in (read, kept, kept + added, added):
+        want = encode_index(entries, version=version, hash_name=object_format)
+        pieces = encoded_index_pieces(entries, version=version, hash_name=object_format, source=idx)
+        assert b"".join(pieces) == want
+    if version != 4:
+        assert _stored_runs(read, idx) == [len(read)]  # nothing changed: one run, the file's
+        assert sum(_stored_runs(kept + added, idx)) == len(kept) - 1
+        assert _stored_runs(added, idx) == []
+
+
+def test_an_entry_stored_other_than_git_writes_it_is_encoded_again(tmp_path: Path) -> None:
+    """An entry whose extended bit is set over a zero word (git derives the bit, so writes
+    it without) makes the file's entries not to be copied as stored."""
+    entry = IndexEntry(b"f", 0o100644, bytes(20), 1, 2, 3, 4, 5, 6, 7, 8, 9)
+    plain = encode_index([entry])  # (version 2: no extended flags)
+    odd = bytearray(b"DIRC" + (3).to_bytes(4, "big") + (1).to_bytes(4, "big"))
+    odd += plain[12 : 12 + 60]  # the stat words and the object id, as encoded
+    odd += (0x4000 | 1).to_bytes(2, "big") + b"\0\0"  # extended, name length 1; a zero word
+    odd += b"f" + b"\0" * 7  # (62 + 2 + 1 bytes, padded to 72)
+    odd += hashlib.sha1(odd).digest()
+    idx = decode_index(bytes(odd))
+    assert idx.entries == (entry,)
+    assert idx.data == b""
+    assert b"".join(encoded_index_pieces(idx.entries, source=idx)) == encode_index(idx.entries)
 
 
 @pytest.mark.parametrize("version", [2, 4])

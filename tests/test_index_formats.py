@@ -243,6 +243,41 @@ def test_cache_tree_bytes_as_git_writes_them(tmp_path: Path, repo: Path, split: 
     assert git(ours, "show", "--stat", "--format=", "HEAD").strip().startswith(b"d/x")
 
 
+def test_cache_tree_kept_through_switches_as_git_keeps_it(tmp_path: Path) -> None:
+    """A switch keeps the index's cache tree where nothing changed and computes the rest
+    (the engine's from the one it read): nested changes, a directory that goes, a file
+    that becomes a directory and back, a kept staged change and an intent-to-add below
+    an unchanged directory, a directory left with an intent-to-add entry only."""
+    files = {b"a/b/c/f%d" % i: b"%d\n" % i for i in range(4)}
+    files |= {b"a/b/g": b"g\n", b"a/h/i": b"i\n", b"k/l/m": b"m\n", b"k/n": b"n\n", b"z": b"z\n"}
+    files |= {b"x/y/only": b"only its content changes\n"}
+    src = make_repo(tmp_path, files)
+    git(src, "tag", "one")
+    write_tree_files(src, {b"a/b/c/f1": b"changed\n", b"a/b/c/new/deep": b"d\n", b"q/r": b"r\n"})
+    write_tree_files(src, {b"x/y/only": b"changed\n"})
+    shutil.rmtree(src / "a" / "h")
+    (src / "z").unlink()
+    write_tree_files(src, {b"z/inside": b"now a directory\n"})
+    git(src, "add", "-A")
+    git(src, "commit", "-qm", "two")
+    git(src, "tag", "two")
+    ours, theirs = _pair(tmp_path, src, {})
+    for rev in ("one", "two", "one"):
+        _both(ours, theirs, rev)
+        assert _tree(ours) == _tree(theirs) is not None
+    for w in (ours, theirs):  # kept through the switch below directories that stay
+        (w / "k" / "l" / "m").write_bytes(b"staged\n")
+        git(w, "add", "k/l/m")
+        (w / "a" / "h" / "ita").write_bytes(b"i\n")
+        git(w, "add", "-N", "a/h/ita")
+        git(w, "status", "--porcelain")  # (git's refresh writes the cache tree it can)
+    for rev in ("two", "one"):
+        _both(ours, theirs, rev)
+        assert _tree(ours) == _tree(theirs)
+        assert git(ours, "status", "--porcelain") == git(theirs, "status", "--porcelain")
+        assert git(ours, "ls-files", "-s") == git(theirs, "ls-files", "-s")
+
+
 def _untr(work: Path) -> tuple[object, ...] | None:
     """The index's untracked cache as stored, but for what differs between two work trees
     (its location in the ident, stat data): its flags and exclude-per-dir name, then each

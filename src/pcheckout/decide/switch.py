@@ -162,6 +162,7 @@ def decide(
         index.untracked,
         _fsmonitor(ctx.config, index, plan.keep.keys() - dirty),
         expendable,
+        index,
     )
     return _plan(run, tables, _smudged(look, plan.keep), split, facts)
 
@@ -340,6 +341,7 @@ class _Facts(NamedTuple):
     untracked: bytes | None = None  # the index's untracked cache (its UNTR payload)
     fsmonitor: fsmonitor.Kept | None = None  # the index's fsmonitor state to keep
     expendable: list[bytes] = []  # ignored files and directories in the way: removed
+    source: ix.Index | None = None  # the index read (its kept entries copied as stored)
 
 
 def _plan(
@@ -400,6 +402,7 @@ def _plan(
             skip=_carried(tables.in_index, split.write) if facts.sparsity is None else frozenset(),
             sparsity=facts.sparsity,
             assumed=_assumed(tables, split.write),
+            source=facts.source,
         ),
         head=HeadMove(opts.rev, run.target),
         earlier=_earlier(run),

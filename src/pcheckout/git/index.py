@@ -11,10 +11,11 @@ before git 2.38).  In short, all integers big-endian:
     extensions  4-byte signature | u32 size | data     (signature 'A'..'Z' first: optional)
     trailer     hash of everything before it (all zeros when index.skipHash is set)
 
-What pcheckout needs is the entries: :func:`read_index` skips the optional
-extensions (TREE, REUC, UNTR, EOIE, IEOT, FSMN, ...), and :func:`write_index`
-writes none, which git accepts (it rebuilds the cache tree when it needs one);
-:func:`encode_rows` appends those it is given (``git/splitindex.py``).
+What pcheckout needs is the entries: :func:`read_index` keeps of the optional
+extensions only the payloads a switch carries on (TREE, UNTR, FSMN) and skips the rest
+(REUC, EOIE, IEOT, ...), and :func:`write_index` writes none, which git accepts (it
+rebuilds the cache tree when it needs one); :func:`encode_rows` appends those it is
+given (``git/splitindex.py``).
 
 A split index (``link``: the shared index's checksum, then the delete and replace
 EWAH bitmaps, ``git/ewah.py``) is read as split-index.c merge_base_index reads it:
@@ -30,7 +31,8 @@ when asked (``sparse_directories=True``).
 Speed: a checkout writes 100k+ entries, so the encoder packs each entry with one
 precompiled :class:`struct.Struct` call into one list joined once and hashes once,
 and the decoder builds entries without the per-field ``object.__setattr__`` that a
-frozen dataclass ``__init__`` pays (see :func:`_entry_factory`).
+frozen dataclass ``__init__`` pays (see :func:`_entry_factory`).  A switch writes
+back the entries it kept as the file stored them (:func:`encoded_index_pieces`).
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ from pcheckout.git.indexformat import (
     read_header,
     walk_entries,
 )
+from pcheckout.git.indexformat import EXT_FLAG_INTENT_TO_ADD as EXT_FLAG_INTENT_TO_ADD
 from pcheckout.git.indexformat import EXT_FLAG_SKIP_WORKTREE as EXT_FLAG_SKIP_WORKTREE
 
 __all__ = [
@@ -85,6 +88,7 @@ __all__ = [
     "UnsupportedIndexError",
     "decode_index",
     "encode_index",
+    "encoded_index_pieces",
     "read_index",
     "sort_key",
     "write_index",
@@ -96,8 +100,6 @@ __all__ = [
 FLAG_ASSUME_VALID = 0x8000
 #: flag bits an IndexEntry keeps; name length and the extended bit are derived on write
 ENTRY_FLAG_BITS = FLAG_ASSUME_VALID | FLAG_STAGE_MASK
-#: extended flags word (v3+): intent-to-add (skip-worktree: git/indexformat.py)
-EXT_FLAG_INTENT_TO_ADD = 0x2000
 #: a sparse-directory entry's mode (sparse-index.c construct_sparse_dir_entry(): S_IFDIR)
 MODE_SPARSE_DIR = 0o040000
 #: extensions git must understand to read the index correctly (lowercase first byte)
@@ -105,6 +107,7 @@ EXT_SPLIT_INDEX = b"link"
 EXT_SPARSE_DIRECTORIES = b"sdir"
 EXT_UNTRACKED = b"UNTR"
 EXT_FSMONITOR = b"FSMN"
+EXT_CACHE_TREE = b"TREE"
 EXT_HEADER = struct.Struct(">4sI")
 U32_MASK = 0xFFFFFFFF
 NS_PER_S = 1_000_000_000
@@ -202,6 +205,11 @@ class Index:
     split: SplitIndex | None = None  # had the "link" extension: a split index, merged
     untracked: bytes | None = None  # the "UNTR" extension's payload (git/untracked.py)
     fsmonitor: bytes | None = None  # the "FSMN" extension's payload (git/fsmonitor.py)
+    cache_tree: bytes | None = None  # the "TREE" extension's payload (git/cachetree.py)
+    #: the file's bytes where its entries can be written again as they are stored
+    #: (:func:`encoded_index_pieces`' ``source``): version 2 or 3, not split, each entry
+    #: as git's writer stores it; else empty
+    data: bytes = field(default=b"", repr=False, compare=False)
 
 
 def sort_key(entry: IndexEntry) -> tuple[bytes, int]:
@@ -343,6 +351,99 @@ def _rows(entries: Iterable[IndexEntry]) -> Iterator[Row]:
         yield e.path, get(e), e.flags, e.extended_flags
 
 
+def encoded_index_pieces(
+    entries: Sequence[IndexEntry],
+    *,
+    version: int = 2,
+    hash_name: str = "sha1",
+    skip_hash: bool = False,
+    extensions: bytes = b"",
+    source: Index | None = None,
+) -> Iterator[bytearray]:
+    """:func:`encode_index`'s bytes, a piece at a time (:func:`encoded_pieces`).  The
+    entries of ``source`` (the index read, if its :attr:`Index.data` is kept) that come
+    back unchanged, the very objects read, are copied as they are stored, a run of them
+    at a time: at 250,000 entries a switch keeps all but a few hundred, and encoding
+    each again was most of its index's writing."""
+    _check_version(version)
+    ordered = sorted(entries, key=_by_path)
+    if any(e.flags & FLAG_STAGE_MASK for e in ordered):  # (stages: ordered and checked whole)
+        yield bytearray(
+            encode_index(
+                ordered,
+                version=version,
+                hash_name=hash_name,
+                skip_hash=skip_hash,
+                extensions=extensions,
+            )
+        )
+        return
+    if ordered and not ordered[0].path:
+        raise _bad_row(b"", ordered[0].oid, _hash_size(hash_name))
+    how = Encoding(
+        version,
+        hash_name,
+        extended=any(e.extended_flags for e in ordered),
+        skip_hash=skip_hash,
+        extensions=extensions,
+    )
+    rows: Iterable[Row | _Stored] = _rows(ordered)
+    if source is not None and source.data and version != 4 and source.hash_name == hash_name:
+        rows = _spliced(ordered, source)
+    try:
+        yield from encoded_pieces(rows, len(ordered), how)
+    except _SamePath:
+        _check_conflicts(ordered)  # (raises: two entries of one path and stage)
+        raise  # pragma: no cover - _check_conflicts found what _SamePath saw
+
+
+class _Stored(NamedTuple):
+    """A run of entries copied from the index read, as stored (:func:`_spliced`)."""
+
+    first: bytes  # the first one's path
+    last: bytes  # the last one's path
+    data: memoryview
+    number: int  # of entries
+
+
+def _spliced(ordered: list[IndexEntry], source: Index) -> Iterator[Row | _Stored]:
+    """The rows of ``ordered`` (sorted, no stages), where one is an entry of ``source``
+    itself a run of them copied from ``source.data``.  Both are in index order, so one
+    walk finds the runs: the entries of ``source`` that are not kept are stepped over
+    (their stored length known from their path and extended flags)."""
+    read = source.entries
+    data = memoryview(source.data)
+    n = len(read)
+    base = FIXED[source.hash_name].size + ENTRY_ALIGN
+    ext_base = base + 2
+    mask = ~(ENTRY_ALIGN - 1)
+    get = _stat_fields
+    k, off = 0, HEADER.size
+    run, run_off = -1, 0
+    for e in ordered:
+        if k < n and read[k] is not e:
+            if run >= 0:
+                yield _Stored(read[run].path, read[k - 1].path, data[run_off:off], k - run)
+                run = -1
+            p = e.path
+            while k < n and read[k].path <= p and read[k] is not e:  # (not kept: stepped over)
+                r = read[k]
+                off += ((ext_base if r.extended_flags else base) + len(r.path)) & mask
+                k += 1
+        if k < n and read[k] is e:
+            if run < 0:
+                run, run_off = k, off
+            off += ((ext_base if e.extended_flags else base) + len(e.path)) & mask
+            k += 1
+            continue
+        if run >= 0:  # (k == n: the source's entries are all behind)
+            yield _Stored(read[run].path, read[k - 1].path, data[run_off:off], k - run)
+            run = -1
+        yield e.path, get(e), e.flags, e.extended_flags
+    if run >= 0:
+        yield _Stored(read[run].path, read[k - 1].path, data[run_off:off], k - run)
+
+
 def encode_index(
     entries: Sequence[IndexEntry],
     *,
@@ -427,7 +528,7 @@ def encode_rows(rows: Iterable[Row], count: int, how: Encoding) -> bytearray:
     return buf
 
 
-def encoded_pieces(rows: Iterable[Row], count: int, how: Encoding) -> Iterator[bytearray]:
+def encoded_pieces(rows: Iterable[Row | _Stored], count: int, how: Encoding) -> Iterator[bytearray]:
     """:func:`encode_rows`'s bytes, a piece of about :data:`INDEX_PIECE` bytes at a time
     (hashed as they go), for a caller that writes them as they come; a bad row raises
     where it is met, after the pieces before it."""
@@ -451,7 +552,21 @@ def encoded_pieces(rows: Iterable[Row], count: int, how: Encoding) -> Iterator[b
     trailer = None if skip_hash else hashlib.new(hash_name)
     prev = b""
     written = 0
-    for p, fields, eflags, ext in rows:
+    for row in rows:
+        if isinstance(row, _Stored):  # a run copied as stored (_spliced)
+            first, last, stored, k = row
+            if first == prev and not allow_same_path:
+                raise _SamePath
+            prev = last
+            buf += stored
+            written += k
+            if len(buf) >= INDEX_PIECE:
+                if trailer is not None:
+                    trailer.update(buf)
+                yield buf
+                buf = bytearray()
+            continue
+        p, fields, eflags, ext = row
         n = len(p)
         if p == prev and not allow_same_path:
             raise _SamePath
@@ -724,6 +839,7 @@ def _parse_entries(
     found = _extensions(data, walk.end, HASH_SIZES[hash_name], path)
     if walk.empty and found.link is None:
         raise CorruptIndexError(f"{quote_path(path)}: index entry with an empty path", path)
+    reusable = version in (2, 3) and walk.canonical and found.link is None
     index = Index(
         version,
         entries,
@@ -731,6 +847,8 @@ def _parse_entries(
         found.sparse,
         untracked=found.untracked,
         fsmonitor=found.fsmonitor,
+        cache_tree=found.cache_tree,
+        data=data if reusable else b"",
     )
     return index, found.link
 
@@ -742,11 +860,12 @@ class _Found(NamedTuple):
     link: _Link | None = None  # a split index's "link"
     untracked: bytes | None = None  # the "UNTR" payload
     fsmonitor: bytes | None = None  # the "FSMN" payload
+    cache_tree: bytes | None = None  # the "TREE" payload
 
 
 def _extensions(data: bytes, off: int, rawsz: int, path: bytes) -> _Found:
     """Whether the index is sparse (``sdir``), its ``link`` extension if split, its
-    ``UNTR`` and ``FSMN`` payloads if any; the other optional extensions skipped, a
+    ``UNTR``, ``FSMN`` and ``TREE`` payloads if any; the other optional extensions skipped, a
     required one pcheckout does not know refused."""
     where = quote_path(path)
     end = len(data) - rawsz
@@ -764,6 +883,8 @@ def _extensions(data: bytes, off: int, rawsz: int, path: bytes) -> _Found:
             found = found._replace(untracked=data[body : body + size])
         elif sig == EXT_FSMONITOR:
             found = found._replace(fsmonitor=data[body : body + size])
+        elif sig == EXT_CACHE_TREE:
+            found = found._replace(cache_tree=data[body : body + size])
         elif not 0x41 <= sig[0] <= 0x5A:  # 'A'..'Z': optional, anything else is required
             raise UnsupportedIndexError(
                 f"{where}: index uses extension {decode(sig)!r}, which pcheckout does not support",

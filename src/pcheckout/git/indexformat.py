@@ -26,6 +26,7 @@ FLAG_STAGE_MASK = 0x3000
 FLAG_STAGE_SHIFT = 12
 #: extended flags word (v3+): reserved, skip-worktree, intent-to-add, 13 unused bits
 EXT_FLAG_SKIP_WORKTREE = 0x4000
+EXT_FLAG_INTENT_TO_ADD = 0x2000
 #: entries of v2/v3 are padded with 1..8 NULs to a multiple of 8 (read-cache.c align_flex_name)
 ENTRY_ALIGN = 8
 #: an entry's fixed part: ten u32 stat words (ctime s/ns, mtime s/ns, dev, ino, mode, uid,
@@ -44,6 +45,10 @@ class Walk(NamedTuple):
     extended: list[int]  # each entry's extended flags word (0 where it has none)
     end: int  # the offset where the entries end (and the extensions begin)
     empty: bool  # some entry has an empty path (a split index's replacement entry)
+    #: each entry is stored as git's writer stores it: its extended bit set only with
+    #: extended flags (an entry with the bit and a zero word would be written back
+    #: without them: git's encoder derives the bit)
+    canonical: bool = True
 
 
 def encode_varint(value: int) -> bytes:
@@ -102,6 +107,7 @@ def walk_entries(data: bytes, version: int, count: int, hash_name: str, path: by
     off = HEADER.size
     prev = b""
     empty = False
+    canonical = True
     try:
         for _ in range(count):
             f = unpack(data, off)
@@ -113,6 +119,8 @@ def walk_entries(data: bytes, version: int, count: int, hash_name: str, path: by
                     raise CorruptIndexError(f"{where}: extended flags in a version 2 index", path)
                 ext = (data[start] << 8) | data[start + 1]
                 start += 2
+                if not ext:
+                    canonical = False
             if v4:
                 c = data[start]
                 start += 1
@@ -149,7 +157,7 @@ def walk_entries(data: bytes, version: int, count: int, hash_name: str, path: by
             prev = name
     except (struct.error, IndexError):
         raise CorruptIndexError(f"{where}: truncated index entries", path) from None
-    return Walk(names, fields, extended, off, empty)
+    return Walk(names, fields, extended, off, empty, canonical)
 
 
 #: an entry's size and flags words, after its first nine stat words (:data:`FIXED`)

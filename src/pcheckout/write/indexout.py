@@ -232,6 +232,57 @@ def _cache_tree(ctx: Context, items: Iterable[cachetree.Item], tree: str) -> byt
     return cachetree.extension(items, ctx.repo.object_format, missing, bytes.fromhex(tree))
 
 
+def _switch_cache_tree(
+    ctx: Context, source: ix.Index | None, entries: list[ix.IndexEntry], tree: str
+) -> bytes:
+    """The TREE extension git's switch writes (``git/cachetree.py`` extension_after):
+    the index read's (``source``), the paths whose entries changed invalidated, updated
+    over ``entries``: only the directories that changed are computed again."""
+    before = source.cache_tree if source is not None else None
+    changed = _changed_paths(source.entries if source is not None else (), entries)
+
+    def missing(oids: list[bytes]) -> set[bytes]:
+        return _absent(ctx, oids)
+
+    return cachetree.extension_after(
+        entries,
+        ctx.repo.object_format,
+        before,
+        changed,
+        missing,
+        bytes.fromhex(tree),
+    )
+
+
+def _changed_paths(before: Sequence[ix.IndexEntry], after: Sequence[ix.IndexEntry]) -> list[bytes]:
+    """The paths whose entry's mode or object id differs between ``before`` and ``after``
+    (both in index order), or that only one of them has: those git's checkout invalidates
+    in the cache tree (unpack-trees.c: merged_entry, deleted_entry; keep_entry does not).
+    An entry kept as it was read is the same object: compared by identity first."""
+    changed: list[bytes] = []
+    i = j = 0
+    n, m = len(before), len(after)
+    while i < n and j < m:
+        b, a = before[i], after[j]
+        if b is a:
+            i += 1
+            j += 1
+        elif b.path == a.path:
+            if b.mode != a.mode or b.oid != a.oid:
+                changed.append(a.path)
+            i += 1
+            j += 1
+        elif b.path < a.path:
+            changed.append(b.path)
+            i += 1
+        else:
+            changed.append(a.path)
+            j += 1
+    changed += [e.path for e in before[i:]]
+    changed += [e.path for e in after[j:]]
+    return changed
+
+
 def _absent(ctx: Context, oids: list[bytes]) -> set[bytes]:
     """Which of the objects ``oids`` the repository lacks (cat-file --batch-check)."""
     out = ctx.git.out(
@@ -314,6 +365,9 @@ class KeptEntries(NamedTuple):
     #: written paths whose entries keep the assume-unchanged bit (a kept entry --force
     #: writes again: git keeps the old entry, its flags)
     assumed: frozenset[bytes] = frozenset()
+    #: the index read, whose entries ``keep`` holds as they were read: copied as stored
+    #: where its bytes are kept (``git/index.py`` encoded_index_pieces)
+    source: ix.Index | None = None
 
 
 def write_switch_index(
@@ -349,10 +403,7 @@ def write_switch_index(
         return
     cache = b""
     if not any(e.stage for e in entries):  # (git writes no cache tree for an unmerged index)
-        ita = ix.EXT_FLAG_INTENT_TO_ADD
-        cache = _cache_tree(
-            ctx, ((e.path, e.mode, e.oid, bool(e.extended_flags & ita)) for e in entries), tree
-        )
+        cache = _switch_cache_tree(ctx, kept.source, entries, tree)
     extensions = cache + kept.untracked  # (git's order: TREE, UNTR, FSMN)
     if kept.fsmonitor is not None:
         extensions += fsmonitor.extension(kept.fsmonitor, ((e.path, e.mode) for e in entries))
@@ -362,7 +413,15 @@ def write_switch_index(
         split = si.encode_split(entries, kept.split, tied, ctx.config, layout, extensions)
         _commit(ctx, split, lock)
         return
-    _commit(ctx, _encoded(entries, layout, extensions), lock)
+    pieces = ix.encoded_index_pieces(
+        entries,
+        version=layout.version,
+        hash_name=layout.hash_name,
+        skip_hash=layout.skip_hash,
+        extensions=extensions,
+        source=kept.source,
+    )
+    _commit(ctx, pieces, lock)
 
 
 def _split(ctx: Context, kept: KeptEntries) -> bool:
