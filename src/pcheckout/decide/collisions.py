@@ -285,14 +285,23 @@ def _paths(entries: Sequence[Entry], wanted: Sequence[int]) -> Sequence[bytes]:
 
 
 def find_switch(
-    ctx: Context, root: Path, kept: Sequence[bytes], entries: Sequence[Entry]
+    ctx: Context,
+    root: Path,
+    kept: Sequence[bytes],
+    entries: Sequence[Entry],
+    *,
+    local: bool = False,
 ) -> Collisions | None:
     """The collisions of a switch writing ``entries`` into ``root`` beside the ``kept``
-    entries' files: as :func:`find` decides whether there are any."""
+    entries' files: as :func:`find` decides whether there are any (``local``: the probe
+    first; folding the paths of a switch's whole tree took 0.18 s at 250,000 entries)."""
+    probed = folds(root) if local else None
+    if probed is False:
+        return None
     if not clashing([*kept, *(e.path for e in entries)]):
         return None
     ignore_case = config_bool(ctx.config.get("core.ignorecase"), False)
-    if not _folds(ctx, root, ignore_case):
+    if not _folds(ctx, root, ignore_case, probed):
         return None
     return plan_switch(kept, entries, ignore_case)
 

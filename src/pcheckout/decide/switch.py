@@ -414,7 +414,9 @@ def _plan(
         hooks=after_checkout(run),
         submodules=facts.submodules,
         recurse_submodules=recursing(ctx, opts.clone),
-        collisions=collisions.find_switch(ctx, run.root, _on_disk(kept), write_entries),
+        collisions=collisions.find_switch(
+            ctx, run.root, _on_disk(kept), write_entries, local=fs.latency_bound is False
+        ),
     )
 
 
