@@ -11,15 +11,13 @@ listed whole: the check costs what changes, not the tree.
 
 from __future__ import annotations
 
-import contextlib
-
 from pcheckout.decide.hooks import after_checkout
 from pcheckout.decide.plan import Counts, HeadMove, Plan
 from pcheckout.decide.workers import switch_workers
 from pcheckout.fs.detect import FsInfo
-from pcheckout.git.pathsafety import check_entries, entries_look_safe, tree_objects_look_safe
+from pcheckout.git.pathsafety import changes_look_safe, check_entries
 from pcheckout.git.refs import symbolic_head
-from pcheckout.git.tree import TreeChanges, list_tree, read_trees, tree_changes
+from pcheckout.git.tree import TreeChanges, list_tree, tree_changes
 from pcheckout.session import Run
 
 __all__ = ["decide"]
@@ -61,11 +59,7 @@ def _changes(run: Run) -> TreeChanges:
     changes = run.found.changes  # (asked in round 1 where it looked like this switch)
     if changes is None:
         changes = tree_changes(git, head_tree, target.tree)
-    # (each tree checked while git reads the next; a subtree at two paths read once)
-    ids = list(dict.fromkeys([target.tree, *changes.trees]))
-    with contextlib.closing(read_trees(git, ids)) as trees:
-        names_ok = tree_objects_look_safe(trees, len(target.tree) // 2)
     writes = list(zip(changes.written, changes.modes, strict=True))
-    if not (names_ok and entries_look_safe(writes, config)):
+    if not changes_look_safe(git, target.tree, changes.trees, writes, config):
         check_entries(list_tree(git, target.tree), config)  # names the offence
     return changes

@@ -63,9 +63,10 @@ from pcheckout.git import fsmonitor, untracked
 from pcheckout.git import index as ix
 from pcheckout.git.config import config_bool
 from pcheckout.git.indexformat import HASH_SIZES
+from pcheckout.git.pathsafety import changes_look_safe, check_entries
 from pcheckout.git.sparse import Sparsity, expand_sparse_directories
 from pcheckout.git.sparse import load as load_sparsity
-from pcheckout.git.tree import MODE_GITLINK, Entry
+from pcheckout.git.tree import MODE_GITLINK, Entry, OldSide
 from pcheckout.plan.planner import plan_for
 from pcheckout.session import Run
 from pcheckout.write.indexout import KeptEntries, index_version
@@ -88,11 +89,12 @@ class _Tables(NamedTuple):
 
 
 def decide(
-    run: Run, entries: list[Entry], head_changes: Mapping[bytes, Entry | None] | None, fs: FsInfo
+    run: Run, entries: list[Entry], old: OldSide | None, fs: FsInfo, *, checked: bool = True
 ) -> Plan:
-    """The switch's plan: ``entries`` is REV's tree, ``head_changes`` HEAD's where it
-    differs (``git/tree.py`` ``old_entries``; None: HEAD has no tree); ``fs`` the
-    destination's filesystem."""
+    """The switch's plan: ``entries`` is REV's tree, ``old`` HEAD's where it differs
+    (``git/tree.py`` ``old_side``; None: HEAD has no tree); ``fs`` the destination's
+    filesystem.  ``checked``: REV's paths were checked (``git/pathsafety.py``); else
+    those that differ from HEAD's are, as git's writer's switch checks them."""
     ctx, opts = run.ctx, run.opts
     index = ix.read_index(ctx.repo.index_path, git_dir=ctx.repo.git_dir)
     index_entries = (
@@ -103,7 +105,9 @@ def decide(
             raise DestinationError("you need to resolve your current index first")
         index_entries = _unmerged_as_changed(index_entries)
     target = {e.path: e for e in entries}
-    head: Mapping[bytes, Entry] = {} if head_changes is None else Before(target, head_changes)
+    head: Mapping[bytes, Entry] = {} if old is None else Before(target, old.entries)
+    if not checked and old is not None:
+        _check_changes(run, old, entries, target)
     tables = _Tables({e.path: e for e in index_entries}, head, target)
     sparsity = load_sparsity(ctx.git, ctx.config, ctx.repo.git_dir)
     merge = two_way_merge(tables.in_index, tables.head, tables.target, force=opts.force)
@@ -165,6 +169,18 @@ def decide(
         index,
     )
     return _plan(run, tables, _smudged(look, plan.keep), split, facts)
+
+
+def _check_changes(
+    run: Run, old: OldSide, entries: list[Entry], target: Mapping[bytes, Entry]
+) -> None:
+    """REV's paths checked where they differ from HEAD's, as git's writer's switch checks
+    them (``decide/gitswitch.py``): each path one by one, the trees that changed for a
+    name twice; all of REV's tree where that cannot tell (the first offence named)."""
+    config = run.ctx.config
+    writes = [(p, target[p].mode) for p in old.entries if p in target]
+    if not changes_look_safe(run.ctx.git, run.target.tree, old.trees, writes, config):
+        check_entries(entries, config)
 
 
 def _in_the_way(

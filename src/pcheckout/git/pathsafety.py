@@ -23,6 +23,7 @@ refuses to follow them when it reads those files (2.32+).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import stat
 import sys
@@ -33,9 +34,11 @@ from operator import itemgetter
 
 from pcheckout.errors import UnsafeTreeError, quote_path
 from pcheckout.git.config import parse_bool
-from pcheckout.git.tree import Entry, RootedListing
+from pcheckout.git.runner import Git
+from pcheckout.git.tree import Entry, RootedListing, read_trees
 
 __all__ = [
+    "changes_look_safe",
     "check_entries",
     "check_path",
     "check_tree",
@@ -570,6 +573,25 @@ def tree_objects_look_safe(trees: Iterable[bytes], id_len: int) -> bool:
         if parsed != len(raw):
             return False
     return True
+
+
+def changes_look_safe(
+    git: Git,
+    tree: str,
+    changed: Sequence[str],
+    written: Sequence[tuple[bytes, int]],
+    config: Mapping[str, str],
+) -> bool:
+    """Whether a switch to ``tree`` writing ``written`` (path, mode) passes :func:`check_tree`,
+    decided on what changes: the per-path rules for what is written, the structural rule on
+    ``tree`` and its subtrees that ``changed`` (:func:`tree_objects_look_safe`; each read
+    while git reads the next, one read once).  False: "look closer", :func:`check_entries`
+    of the target's listing names the first offence."""
+    ids = list(dict.fromkeys([tree, *changed]))
+    with contextlib.closing(read_trees(git, ids)) as trees:
+        if not tree_objects_look_safe(trees, len(tree) // 2):
+            return False
+    return entries_look_safe(written, config)
 
 
 def listing_looks_safe(listing: RootedListing, config: Mapping[str, str]) -> bool:

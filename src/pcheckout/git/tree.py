@@ -388,17 +388,35 @@ def tree_changes(git: Git, old_tree: str, new_tree: str) -> TreeChanges:
     return TreeChanges(written, modes, deleted, tuple(trees))
 
 
-def old_entries(git: Git, old_tree: str, new_tree: str) -> dict[bytes, Entry | None]:
-    """Each path whose entry differs between ``old_tree`` and ``new_tree``, with its entry
-    in ``old_tree`` (None: not there).  With ``new_tree``'s listing that is all of
-    ``old_tree``, for what changed costs instead of a second listing."""
+class OldSide(NamedTuple):
+    """What a switch needs of the tree it leaves, besides the target's listing."""
+
+    #: each path whose entry differs between the two trees, with its entry in the old
+    #: one (None: not there)
+    entries: dict[bytes, Entry | None]
+    #: the new tree's subtrees that differ from the old's (:attr:`TreeChanges.trees`)
+    trees: tuple[str, ...]
+
+
+def old_side(git: Git, old_tree: str, new_tree: str) -> OldSide:
+    """:class:`OldSide` from one ``diff-tree``: with ``new_tree``'s listing its entries are
+    all of ``old_tree``, for what changed costs instead of a second listing."""
     old: dict[bytes, Entry | None] = {}
+    trees: list[str] = []
     for parts, path in _diff(git, old_tree, new_tree):
-        if b"040000" in (parts[0][1:], parts[1]):
-            continue  # (-t: a subtree; the paths in it are listed one by one)
+        if parts[1] == b"040000":
+            trees.append(parts[3].decode("ascii"))
+            continue  # (-t: a subtree added or changed; the paths in it come one by one)
+        if parts[0] == b":040000":
+            continue  # (a subtree removed, or become a file: the file comes as added)
         mode = int(parts[0][1:], 8)
         old[path] = Entry(path, mode, parts[2].decode("ascii"), -1) if mode else None
-    return old
+    return OldSide(old, tuple(trees))
+
+
+def old_entries(git: Git, old_tree: str, new_tree: str) -> dict[bytes, Entry | None]:
+    """:attr:`OldSide.entries` of ``old_tree`` against ``new_tree``."""
+    return old_side(git, old_tree, new_tree).entries
 
 
 def read_trees(git: Git, ids: Sequence[str]) -> Generator[bytes, None, None]:
