@@ -100,7 +100,7 @@ def decide(
     index_entries = (
         expand_sparse_directories(ctx.git, index.entries) if index.sparse else list(index.entries)
     )
-    if any(e.stage for e in index_entries):
+    if ix.unmerged(index_entries):
         if not opts.force:  # git's words (unpack-trees.c: unmerged entries, not --force)
             raise DestinationError("you need to resolve your current index first")
         index_entries = _unmerged_as_changed(index_entries)

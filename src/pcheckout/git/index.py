@@ -91,6 +91,7 @@ __all__ = [
     "encoded_index_pieces",
     "read_index",
     "sort_key",
+    "unmerged",
     "write_index",
 ]
 
@@ -210,6 +211,13 @@ class Index:
     #: (:func:`encoded_index_pieces`' ``source``): version 2 or 3, not split, each entry
     #: as git's writer stores it; else empty
     data: bytes = field(default=b"", repr=False, compare=False)
+
+
+def unmerged(entries: Iterable[IndexEntry]) -> bool:
+    """Whether some entry has a stage (a conflict): the flags, not :attr:`IndexEntry.stage`
+    (a property: 22 ms against 8 over 250,000 entries)."""
+    mask = FLAG_STAGE_MASK
+    return any(e.flags & mask for e in entries)
 
 
 def sort_key(entry: IndexEntry) -> tuple[bytes, int]:
@@ -367,7 +375,7 @@ def encoded_index_pieces(
     each again was most of its index's writing."""
     _check_version(version)
     ordered = sorted(entries, key=_by_path)
-    if any(e.flags & FLAG_STAGE_MASK for e in ordered):  # (stages: ordered and checked whole)
+    if unmerged(ordered):  # (stages: ordered and checked whole)
         yield bytearray(
             encode_index(
                 ordered,

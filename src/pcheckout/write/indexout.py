@@ -402,7 +402,7 @@ def write_switch_index(
         )
         return
     cache = b""
-    if not any(e.stage for e in entries):  # (git writes no cache tree for an unmerged index)
+    if not ix.unmerged(entries):  # (git writes no cache tree for an unmerged index)
         cache = _switch_cache_tree(ctx, kept.source, entries, tree)
     extensions = cache + kept.untracked  # (git's order: TREE, UNTR, FSMN)
     if kept.fsmonitor is not None:
