@@ -128,6 +128,7 @@ def test_big_blob_is_streamed(genrepo: ModuleType, tmp_path: Path) -> None:
         "genrepo.py",
         "bench.py",
         "bench_clone.py",
+        "bench_switch.py",
         "latencyfs.py",
         "latencyfs_check.py",
         "plot_bench.py",
