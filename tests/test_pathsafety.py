@@ -569,6 +569,10 @@ def test_protections_bool_parsing_matches_git(repo: Path) -> None:
 # writes one by one, the whole tree's names for collisions).
 
 
+#: The engine's switch checking only what changes (as on a tree large enough for it to).
+BY_CHANGES = "pcheckout by-changes"
+
+
 def _switch_refused(repo: Path, tmp_path: Path, head: bytes, target: bytes, writer: str) -> str:
     """Check out ``head`` (a tree of ``repo``) with git, then switch to ``target`` with pcheckout:
     the error's text, after asserting that nothing changed."""
@@ -583,8 +587,11 @@ def _switch_refused(repo: Path, tmp_path: Path, head: bytes, target: bytes, writ
                    check=True)  # fmt: skip
     _git(work, "checkout", "-q", "-f", commits[0])
     before = sorted(p.relative_to(work) for p in work.rglob("*") if ".git" not in p.parts)
-    with pytest.raises(UnsafeTreeError) as info:
-        checkout(CheckoutOptions(directory=work, rev=commits[1], writer=writer))
+    with pytest.MonkeyPatch.context() as mp, pytest.raises(UnsafeTreeError) as info:
+        if writer == BY_CHANGES:  # (the engine's check of what changes, even this small)
+            mp.setattr("pcheckout.decide.checkout.WHOLE_CHECK_PER_ENTRY", 1.0)
+        engine = writer.partition(" ")[0]
+        checkout(CheckoutOptions(directory=work, rev=commits[1], writer=engine))
     assert _git(work, "rev-parse", "HEAD").decode().strip() == commits[0]
     assert _git(work, "status", "--porcelain") == b""
     after = sorted(p.relative_to(work) for p in work.rglob("*") if ".git" not in p.parts)
@@ -599,7 +606,7 @@ def _own_repo(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+@pytest.mark.parametrize("writer", ["pcheckout", BY_CHANGES, "git"])
 def test_switch_to_a_hostile_path_is_refused(tmp_path: Path, writer: str) -> None:
     repo = _own_repo(tmp_path)
     src = _tree(repo, [(b"100644", b"main.c", _blob(repo))])
@@ -610,7 +617,7 @@ def test_switch_to_a_hostile_path_is_refused(tmp_path: Path, writer: str) -> Non
     assert message.startswith("refusing to check out: 'zz/.git/hooks/post-checkout' would write")
 
 
-@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+@pytest.mark.parametrize("writer", ["pcheckout", BY_CHANGES, "git"])
 def test_switch_below_an_unchanged_symlink_is_refused(tmp_path: Path, writer: str) -> None:
     repo = _own_repo(tmp_path)
     # HEAD has the symlink; the target keeps it unchanged and adds a directory of the same
@@ -630,7 +637,7 @@ def test_switch_below_an_unchanged_symlink_is_refused(tmp_path: Path, writer: st
     assert list(outside.iterdir()) == []
 
 
-@pytest.mark.parametrize("writer", ["pcheckout", "git"])
+@pytest.mark.parametrize("writer", ["pcheckout", BY_CHANGES, "git"])
 def test_switch_to_a_duplicate_path_is_refused(tmp_path: Path, writer: str) -> None:
     repo = _own_repo(tmp_path)
     one = (b"100644", b"a", _blob(repo, b"1"))

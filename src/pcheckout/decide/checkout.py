@@ -63,10 +63,10 @@ def decide(run: Run, planned: Planned | None = None) -> Plan:
     entries = listing.entries
     # A switch without --force that finishes no interrupted one writes only what the
     # trees' diff names (and, in a sparse checkout, index entries the cone takes in):
-    # those are checked as git's writer's switch checks them, by the switch, not the
-    # whole tree here (0.3 s at 250,000 entries).
+    # those are checked as git's writer's switch checks them, by the switch, where that
+    # costs less than the whole tree here.
     by_changes = found.switching and listing.old is not None and not opts.force
-    by_changes = by_changes and found.interrupted is None
+    by_changes = by_changes and found.interrupted is None and _changes_cheaper(len(entries), fs)
     if not by_changes and not (
         isinstance(entries, RootedListing) and listing_looks_safe(entries, ctx.config)
     ):
@@ -79,6 +79,24 @@ def decide(run: Run, planned: Planned | None = None) -> Plan:
 
         return switch.decide(run, _parsed(entries), listing.old, fs, checked=not by_changes)
     return _fresh(run, listing, sizes, planned)
+
+
+#: Checking a tree's paths whole (``check_entries``), per entry: 0.29-0.37 s at 250,174
+#: entries, 4-6 ms at 5,069 (this VM, docs/benchmarks.md, 2026-12-06).
+WHOLE_CHECK_PER_ENTRY = 1.3e-6
+#: Checking a switch's changes instead costs a git process reading the trees that changed:
+#: 6-8 ms for 290 trees on tmpfs, 41-48 ms on the 1 ms latency mount, where the whole
+#: check of that 5,069-entry tree took 3 ms (the same measurements).
+CHANGES_CHECK_LOCAL = 0.008
+CHANGES_CHECK_LATENCY_BOUND = 0.05
+
+
+def _changes_cheaper(entries: int, fs: FsInfo) -> bool:
+    """Whether checking what a switch changes costs less than checking its ``entries``
+    whole (``fs``: the destination's filesystem, where the repository is too)."""
+    local = fs.latency_bound is False
+    cost = CHANGES_CHECK_LOCAL if local else CHANGES_CHECK_LATENCY_BOUND
+    return entries * WHOLE_CHECK_PER_ENTRY > cost
 
 
 class _Listing(NamedTuple):
