@@ -21,9 +21,12 @@ import hashlib
 import struct
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Iterable, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from pcheckout.git.indexformat import EXT_FLAG_INTENT_TO_ADD
+
+if TYPE_CHECKING:
+    from pcheckout.git.index import IndexEntry
 
 __all__ = ["extension", "extension_after", "tree_ids"]
 
@@ -34,19 +37,6 @@ _EXT_HEADER = struct.Struct(">4sI")
 _MODES = {m: b"%o " % m for m in (0o100644, 0o100755, 0o120000, 0o160000)}
 #: (path, mode, raw object id, intent-to-add) of each entry, in index order
 Item = tuple[bytes, int, bytes, bool]
-
-
-class Entry(Protocol):
-    """What a switch's cache tree reads of an index entry (``git/index.py`` IndexEntry)."""
-
-    @property
-    def path(self) -> bytes: ...
-    @property
-    def mode(self) -> int: ...
-    @property
-    def oid(self) -> bytes: ...
-    @property
-    def extended_flags(self) -> int: ...
 
 
 class _Dir:
@@ -257,7 +247,7 @@ class _Update:
 
     def __init__(
         self,
-        entries: Sequence[Entry],
+        entries: Sequence[IndexEntry],
         paths: Sequence[bytes],
         hash_name: str,
         exists: Callable[[bytes], bool],
@@ -327,7 +317,7 @@ class _Update:
 
 
 def extension_after(
-    entries: Sequence[Entry],
+    entries: Sequence[IndexEntry],
     hash_name: str,
     before: bytes | None,
     changed: Sequence[bytes],

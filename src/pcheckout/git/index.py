@@ -373,28 +373,11 @@ def encoded_index_pieces(
     back unchanged, the very objects read, are copied as they are stored, a run of them
     at a time: at 250,000 entries a switch keeps all but a few hundred, and encoding
     each again was most of its index's writing."""
-    _check_version(version)
-    ordered = sorted(entries, key=_by_path)
+    how = Encoding(version, hash_name, skip_hash=skip_hash, extensions=extensions)
+    ordered, how = _ordered(entries, how)
     if unmerged(ordered):  # (stages: ordered and checked whole)
-        yield bytearray(
-            encode_index(
-                ordered,
-                version=version,
-                hash_name=hash_name,
-                skip_hash=skip_hash,
-                extensions=extensions,
-            )
-        )
+        yield _encoded(ordered, how)
         return
-    if ordered and not ordered[0].path:
-        raise _bad_row(b"", ordered[0].oid, _hash_size(hash_name))
-    how = Encoding(
-        version,
-        hash_name,
-        extended=any(e.extended_flags for e in ordered),
-        skip_hash=skip_hash,
-        extensions=extensions,
-    )
     rows: Iterable[Row | _Stored] = _rows(ordered)
     if source is not None and source.data and version != 4 and source.hash_name == hash_name:
         rows = _spliced(ordered, source)
@@ -464,24 +447,33 @@ def encode_index(
     """The bytes of an index holding ``entries`` (in any order), then ``extensions`` (and
     the ``sdir`` extension of a sparse index if ``sparse_directories``); see
     :func:`write_index`."""
-    _check_version(version)
-    ordered = sorted(entries, key=_by_path)  # C-speed key; stages are fixed below if needed
-    if ordered and not ordered[0].path:  # (empty paths are a split index's replacements)
-        raise _bad_row(b"", ordered[0].oid, _hash_size(hash_name))
     how = Encoding(
         version,
         hash_name,
-        extended=any(e.extended_flags for e in ordered),
         skip_hash=skip_hash,
         sparse_directories=sparse_directories,
         extensions=extensions,
     )
+    return bytes(_encoded(*_ordered(entries, how)))
+
+
+def _ordered(entries: Sequence[IndexEntry], how: Encoding) -> tuple[list[IndexEntry], Encoding]:
+    """``entries`` in index order by path (C-speed key; stages are fixed by
+    :func:`_encoded` if needed), checked, and ``how`` told whether any has extended flags."""
+    _check_version(how.version)
+    ordered = sorted(entries, key=_by_path)
+    if ordered and not ordered[0].path:  # (empty paths are a split index's replacements)
+        raise _bad_row(b"", ordered[0].oid, _hash_size(how.hash_name))
+    return ordered, how._replace(extended=any(e.extended_flags for e in ordered))
+
+
+def _encoded(ordered: list[IndexEntry], how: Encoding) -> bytearray:
+    """The index of ``ordered`` (:func:`_ordered`), entries of one path ordered by stage."""
     try:
-        body = encode_rows(_rows(ordered), len(ordered), how)
+        return encode_rows(_rows(ordered), len(ordered), how)
     except _SamePath:
         ordered = _check_conflicts(ordered)
-        body = encode_rows(_rows(ordered), len(ordered), how._replace(allow_same_path=True))
-    return bytes(body)
+        return encode_rows(_rows(ordered), len(ordered), how._replace(allow_same_path=True))
 
 
 def _check_version(version: int) -> None:
