@@ -25,7 +25,7 @@ from pcheckout.git.indexformat import (
 )
 from pcheckout.git.indexsize import worktree_bytes, written_bytes
 from pcheckout.git.runner import Git
-from pcheckout.git.tree import TreeChanges, list_tree, old_entries, read_trees, tree_changes
+from pcheckout.git.tree import TreeChanges, list_tree, old_side, read_trees, tree_changes
 
 FILES: dict[bytes, bytes | tuple[str, bytes]] = {
     **{b"d%d/f%03d.txt" % (i % 5, i): b"line %d\n" % i * (i % 7 + 1) for i in range(150)},
@@ -183,7 +183,8 @@ def test_a_submodule_marked_ignore_all_still_moves(tmp_path: Path) -> None:
         git(src, "tag", rev)
     assert git(src, "rev-parse", "v2:s").strip() == b"2" * 40
     assert tree_changes(Git(src), "v1", "v2").written == [b"s"]
-    assert old_entries(Git(src), "v1", "v2") == {b"s": tree.Entry(b"s", 0o160000, "1" * 40, -1)}
+    gitlink = tree.Entry(b"s", 0o160000, "1" * 40, -1)
+    assert old_side(Git(src), "v1", "v2").entries == {b"s": gitlink}
 
 
 def test_heads_tree_from_the_targets_listing_and_the_diff(tmp_path: Path) -> None:
@@ -198,7 +199,7 @@ def test_heads_tree_from_the_targets_listing_and_the_diff(tmp_path: Path) -> Non
     git(src, "commit", "-qm", "three")
     for old, new in (("v1", "v2"), ("v2", "HEAD"), ("HEAD", "v1"), ("v2", "v2")):
         listing = {e.path: e for e in list_tree(Git(src), new)}
-        head = Before(listing, old_entries(Git(src), old, new))
+        head = Before(listing, old_side(Git(src), old, new).entries)
         want = {e.path: e for e in list_tree(Git(src), old)}
         assert dict(head) == want and len(head) == len(want)
         assert all(head.get(p) == want.get(p) for p in listing.keys() | want.keys())

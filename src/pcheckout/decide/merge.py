@@ -58,7 +58,7 @@ class SwitchPlan(NamedTuple):
 
 class Before(Mapping[bytes, Entry]):
     """HEAD's tree H as M's entries and the diff from H to M give it
-    (``git/tree.py`` ``old_entries``): a path the diff names has the entry the diff gives
+    (``git/tree.py`` ``old_side``): a path the diff names has the entry the diff gives
     it there, or none; every other path has M's.  The merge asks H only of the paths where
     I and M differ; listing H whole cost as much as listing M (0.5 s at 250,000 entries)."""
 

@@ -156,17 +156,14 @@ def decide(
     facts = _Facts(
         fs,
         entries,
-        index.version,
+        index,
         cone,
         sparsity,
         threads.min_share,
         subs,
         absent,
-        index.split,
-        index.untracked,
         _fsmonitor(ctx.config, index, plan.keep.keys() - dirty),
         expendable,
-        index,
     )
     return _plan(run, tables, _smudged(look, plan.keep), split, facts)
 
@@ -347,17 +344,16 @@ class _Facts(NamedTuple):
 
     fs: FsInfo
     entries: list[Entry]  # REV's tree (its .gitattributes decide the conversion)
-    index_version: int  # the version of the index read
+    #: the index read: its version, a split index's tie to its shared index, its untracked
+    #: cache; its kept entries are copied as stored
+    index_read: ix.Index
     cone: Cone
     sparsity: Sparsity | None
     min_share: int  # the parallel deletes' least share worth a thread
     submodules: tuple[SubmoduleMove, ...]  # submodule.recurse: what moves
     absent: frozenset[bytes] = frozenset()  # removed paths not there (an interrupted run's)
-    split: ix.SplitIndex | None = None  # a split index's tie to its shared index
-    untracked: bytes | None = None  # the index's untracked cache (its UNTR payload)
     fsmonitor: fsmonitor.Kept | None = None  # the index's fsmonitor state to keep
     expendable: list[bytes] = []  # ignored files and directories in the way: removed
-    source: ix.Index | None = None  # the index read (its kept entries copied as stored)
 
 
 def _plan(
@@ -383,7 +379,7 @@ def _plan(
     recorded = [_skip_worktree(tables.target[p]) for p in split.recorded]
     recorded += [_skip_worktree(_entry_of(tables.in_index[p])) for p in split.flip_out]
     kept = [e for p, e in keep.items() if p not in moved]
-    version = facts.index_version
+    version = facts.index_read.version
     if version not in (3, 4):
         version = index_version(ctx.config, ctx.environ)
     outside = len(facts.cone.skipped & set(keep) - set(split.flip_in))
@@ -410,7 +406,7 @@ def _plan(
             kept,
             recorded,
             version,
-            facts.split,
+            facts.index_read.split,
             _untracked(run, tables.in_index, [*kept, *recorded], write_entries, facts),
             facts.fsmonitor._replace(valid=facts.fsmonitor.valid - moved)
             if facts.fsmonitor is not None
@@ -418,7 +414,7 @@ def _plan(
             skip=_carried(tables.in_index, split.write) if facts.sparsity is None else frozenset(),
             sparsity=facts.sparsity,
             assumed=_assumed(tables, split.write),
-            source=facts.source,
+            source=facts.index_read,
         ),
         head=HeadMove(opts.rev, run.target),
         earlier=_earlier(run),
@@ -454,17 +450,17 @@ def _untracked(
     invalidate_ce_path; an entry kept with its local change is not one of them)."""
     ctx = run.ctx
     wanted = untracked.setting(ctx.config)
-    if wanted is False or (facts.untracked is None and wanted is None):
+    if wanted is False or (facts.index_read.untracked is None and wanted is None):
         return b""
     changed: list[bytes] = []
-    if facts.untracked is not None:
+    if facts.index_read.untracked is not None:
         now = {e.path: (e.mode, e.oid) for e in after}
         fromhex = bytes.fromhex
         now.update((e.path, (e.mode, fromhex(e.oid))) for e in written)
         changed = [p for p, e in before.items() if now.get(p) != (e.mode, e.oid)]
         changed += [p for p in now if p not in before]
     return untracked.after_checkout(
-        facts.untracked,
+        facts.index_read.untracked,
         changed,
         work_tree=run.root,
         config=ctx.config,

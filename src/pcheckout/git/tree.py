@@ -414,11 +414,6 @@ def old_side(git: Git, old_tree: str, new_tree: str) -> OldSide:
     return OldSide(old, tuple(trees))
 
 
-def old_entries(git: Git, old_tree: str, new_tree: str) -> dict[bytes, Entry | None]:
-    """:attr:`OldSide.entries` of ``old_tree`` against ``new_tree``."""
-    return old_side(git, old_tree, new_tree).entries
-
-
 def read_trees(git: Git, ids: Sequence[str]) -> Generator[bytes, None, None]:
     """The tree objects ``ids`` as git stores them (``mode SP name NUL id``, repeated), each
     as ``cat-file --batch --buffer`` answers it: the caller reads one while git looks up the
